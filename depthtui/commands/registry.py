@@ -1,0 +1,16 @@
+"""Which verb groups exist. One line per group; each module exposes `register(app)`."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+GROUPS = [
+    "depthtui.commands.tasks",
+]
+
+
+def register(app: typer.Typer) -> None:
+    for name in GROUPS:
+        importlib.import_module(name).register(app)
