@@ -50,7 +50,9 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
                 check_same_thread=False,
             )
             conn.row_factory = sqlite3.Row
@@ -114,7 +116,9 @@ def open_reader(path: Path | str | None = None) -> sqlite3.Connection:
         raise StoreError(f"{p}: no store here yet (run `depthtui tasks import` first)")
     try:
         conn = sqlite3.connect(
-            f"file:{p}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+            f"file:{p}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
             check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row

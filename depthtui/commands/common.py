@@ -25,7 +25,9 @@ DbOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document instead of a table.")
+]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -8,6 +8,7 @@ import typer
 
 GROUPS = [
     "depthtui.commands.tasks",
+    "depthtui.commands.bench",
 ]
 
 
