@@ -18,7 +18,7 @@ CREATE TABLE tasks (
     source_path TEXT NOT NULL,
     content_hash TEXT NOT NULL,
     segments INTEGER NOT NULL,
-    work INTEGER NOT NULL,
+    work INTEGER,                     -- NULL when there is no reference solution
     verifier_kind TEXT NOT NULL,
     instruction TEXT NOT NULL,
     warnings_json TEXT NOT NULL DEFAULT '[]',
@@ -34,7 +34,7 @@ CREATE TABLE segments (
     instruction TEXT NOT NULL,
     solution TEXT,
     tests_json TEXT NOT NULL DEFAULT '{}',   -- {relative path: text} of the segment's test files
-    work INTEGER NOT NULL,
+    work INTEGER,
     limits_json TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (task_id, idx)
 );

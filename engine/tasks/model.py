@@ -46,8 +46,9 @@ class Segment:
 
     name: str
     instruction: str
-    # Folder uploaded to /tests for the verifier (never visible to the agent).
-    tests_dir: Path | None
+    # Files uploaded to /tests for the verifier, by their name there (never visible to the agent).
+    # A step's own tests/ files override the task's shared tests/ files of the same name.
+    tests: dict[str, Path]
     # The reference solution: solve.sh's text, and the folder it lives in (uploaded to /solution).
     solution_script: str | None
     solution_dir: Path | None
@@ -63,17 +64,23 @@ class Segment:
     solution_env: dict[str, str] = field(default_factory=dict)
 
     @property
-    def work(self) -> int:
-        return count_work(self.solution_script or "")
+    def work(self) -> int | None:
+        """W of this segment; None when the task ships no reference solution."""
+        return None if self.solution_script is None else count_work(self.solution_script)
 
 
 @dataclass(frozen=True)
 class Environment:
-    """How to get the agent's image: build `context_dir` with its Dockerfile, or use `image`."""
+    """How to get the agent's image: build `context_dir` with its Dockerfile, or use `image`.
+
+    `dockerfile_text` is a Dockerfile the loader generated (from an Apptainer container.def); when
+    set it is used instead of `dockerfile`.
+    """
 
     context_dir: Path | None
     dockerfile: Path | None
     image: str | None = None
+    dockerfile_text: str | None = None
     build_timeout_sec: float = 600.0
     env: dict[str, str] = field(default_factory=dict)
     # Files in the build context that must never enter the image (task.json's truth, tests).
@@ -120,8 +127,10 @@ class Task:
         return len(self.segments) > 1
 
     @property
-    def work(self) -> int:
-        return sum(s.work for s in self.segments)
+    def work(self) -> int | None:
+        """W summed over segments; None when any segment lacks a reference solution."""
+        parts = [s.work for s in self.segments]
+        return None if any(w is None for w in parts) else sum(parts)
 
     @property
     def instruction(self) -> str:
