@@ -1,0 +1,132 @@
+"""Statistics used by reports: task-cluster bootstrap intervals and rank partial correlation.
+
+Plain functions over plain lists; every random draw comes from a seeded generator so a report
+printed twice shows the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_SEED = 20260
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate over episodes with a 95% interval from resampling whole tasks."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    successes: int
+    episodes: int
+    tasks: int
+
+    def as_dict(self) -> dict:
+        return {
+            "value": self.value,
+            "ci95": [self.low, self.high],
+            "successes": self.successes,
+            "episodes": self.episodes,
+            "tasks": self.tasks,
+        }
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return "-"
+        return (
+            f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}] ({self.successes}/{self.episodes})"
+        )
+
+
+def cluster_rate(
+    by_task: Mapping[str, Sequence[bool]],
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Rate:
+    """Pooled success rate over all episodes, with a 95% percentile interval from resampling
+    tasks (clusters) with replacement: episodes of one task are not independent."""
+    clusters = [(sum(v), len(v)) for v in by_task.values() if len(v) > 0]
+    successes = sum(s for s, _ in clusters)
+    episodes = sum(n for _, n in clusters)
+    if episodes == 0:
+        return Rate(None, None, None, 0, 0, 0)
+    value = successes / episodes
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(samples):
+        s = n = 0
+        for _ in range(len(clusters)):
+            cs, cn = clusters[rng.randrange(len(clusters))]
+            s += cs
+            n += cn
+        draws.append(s / n)
+    draws.sort()
+    low = draws[int(0.025 * (samples - 1))]
+    high = draws[math.ceil(0.975 * (samples - 1))]
+    return Rate(value, low, high, successes, episodes, len(clusters))
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """Average ranks (1-based), ties sharing the mean of their positions."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        mean_rank = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            out[order[k]] = mean_rank
+        i = j + 1
+    return out
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    n = len(x)
+    if n < 2 or n != len(y):
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def rank_partial_correlation(
+    x: Sequence[float], y: Sequence[float], z: Sequence[float]
+) -> float | None:
+    """Spearman partial correlation of x and y given z (depth and pass rate given work).
+    None when it is undefined (fewer than 4 points, or a constant variable)."""
+    if len(x) < 4:
+        return None
+    rx, ry, rz = ranks(x), ranks(y), ranks(z)
+    rxy, rxz, ryz = pearson(rx, ry), pearson(rx, rz), pearson(ry, rz)
+    if rxy is None or rxz is None or ryz is None:
+        return None
+    denominator = math.sqrt((1 - rxz**2) * (1 - ryz**2))
+    if denominator == 0:
+        return None
+    return (rxy - rxz * ryz) / denominator
+
+
+def median_or_none(values: Sequence[float]) -> float | None:
+    return median(values) if values else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
