@@ -39,6 +39,16 @@ CREATE TABLE segments (
     PRIMARY KEY (task_id, idx)
 );
 
+-- Dataset folders, with what their optional dataset.toml says (plots group by `group_name`).
+CREATE TABLE datasets (
+    name TEXT PRIMARY KEY,            -- the folder's name; task ids start with it
+    title TEXT NOT NULL DEFAULT '',   -- dataset.toml's name, when it has one
+    description TEXT NOT NULL DEFAULT '',
+    group_name TEXT,                  -- synthetic | human | ours, NULL when not stated
+    path TEXT NOT NULL,
+    imported_at TEXT NOT NULL
+);
+
 -- Folders that failed to load, so the user sees why a task is missing.
 CREATE TABLE task_errors (
     path TEXT PRIMARY KEY,

@@ -86,6 +86,9 @@ class Environment:
     # Files in the build context that must never enter the image (task.json's truth, tests).
     private_files: tuple[str, ...] = ()
     allow_internet: bool = False
+    # Harbor's [environment.healthcheck]: must pass after the container starts, before any
+    # segment (a step's own healthcheck, on its Segment, runs in addition).
+    healthcheck: Healthcheck | None = None
 
 
 @dataclass(frozen=True)
