@@ -78,6 +78,21 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_status ON jobs(status);
 
+-- Background engine processes working on this store (`depthtui engine status`).
+CREATE TABLE engines (
+    owner TEXT PRIMARY KEY,           -- host:pid, as in jobs.owner and episodes.owner
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    workers INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',  -- running | stopping | stopped | dead
+    job_id INTEGER,                   -- the job it is running now
+    started_at TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL,
+    stopped_at TEXT,
+    log_path TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT ''
+);
+
 CREATE TABLE episodes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_key TEXT NOT NULL,            -- hash of everything that makes two runs the same run
