@@ -9,6 +9,8 @@ import typer
 GROUPS = [
     "depthtui.commands.tasks",
     "depthtui.commands.bench",
+    "depthtui.commands.models",
+    "depthtui.commands.serve",
 ]
 
 

@@ -1,0 +1,163 @@
+"""`depthtui serve MODEL_OR_PATH`: start a vLLM server for a model, register it, keep it running
+until Ctrl-C, then stop its whole process group."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from depthtui.commands.common import console, err_console, fail
+
+
+def serve(
+    model: Annotated[str, typer.Argument(help="A Hugging Face model id or a local model folder.")],
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind (0.0.0.0 for other machines).")] = (
+        "127.0.0.1"
+    ),
+    served_model_name: Annotated[
+        str | None,
+        typer.Option(help="The model id clients send (default: MODEL_OR_PATH)."),
+    ] = None,
+    tool_parser: Annotated[
+        str | None,
+        typer.Option(
+            help="vLLM's --tool-call-parser (default: by model family, e.g. hermes for Qwen3, "
+            "qwen3_coder for Qwen3.5/Qwen3-Coder); 'none' serves without tool calling."
+        ),
+    ] = None,
+    reasoning_parser: Annotated[
+        str | None,
+        typer.Option(help="vLLM's --reasoning-parser (default: by family); 'none' = off."),
+    ] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Context length in tokens.")] = None,
+    seed: Annotated[int | None, typer.Option(help="vLLM's --seed.")] = None,
+    lora: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A LoRA adapter served beside the base model, as NAME=PATH (repeatable); "
+            "requests then use model=NAME."
+        ),
+    ] = None,
+    max_lora_rank: Annotated[
+        int | None, typer.Option(help="Default: the largest r in the adapters' configs.")
+    ] = None,
+    register_as: Annotated[
+        str | None,
+        typer.Option(
+            "--register",
+            help="Write (or update) the entry NAME, and NAME-<adapter> per LoRA, in your models "
+            "file. Without it the entries are printed.",
+        ),
+    ] = None,
+    models: Annotated[
+        Path | None,
+        typer.Option("--models", help="The models file to register in (default as elsewhere)."),
+    ] = None,
+    vllm_bin: Annotated[
+        str | None,
+        typer.Option(help="The vllm executable (default: $DEPTHTUI_VLLM, else vllm on PATH)."),
+    ] = None,
+    vllm_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="One more argument passed to vllm as is (repeatable)."),
+    ] = None,
+    skip_gpu_check: Annotated[
+        bool, typer.Option(help="Start even when no GPU is found (CPU builds, stand-ins).")
+    ] = False,
+    ready_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the server to become ready.")
+    ] = 1800.0,
+    log: Annotated[
+        Path | None,
+        typer.Option(help="vLLM's log file (default: serve-PORT.log in your cache directory)."),
+    ] = None,
+) -> None:
+    """Start vLLM's OpenAI-compatible server for a model and register the endpoint."""
+    from platformdirs import user_cache_dir
+
+    from engine.agents import serve as srv
+    from engine.agents.registry import (
+        RegistryError,
+        entry_toml,
+        resolve_models_path,
+        upsert_entry,
+    )
+
+    try:
+        loras = tuple(srv.parse_lora(spec) for spec in lora or [])
+        opts = srv.ServeOptions(
+            model=model,
+            port=port,
+            host=host,
+            served_model_name=served_model_name,
+            tool_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
+            max_model_len=max_model_len,
+            seed=seed,
+            loras=loras,
+            max_lora_rank=max_lora_rank,
+            extra_args=tuple(vllm_arg or []),
+        )
+        argv = srv.vllm_command(opts, srv.find_vllm(vllm_bin))
+    except srv.ServeError as exc:
+        fail(str(exc))
+    if not skip_gpu_check and not srv.gpu_present():
+        fail(
+            "no GPU found (no /dev/nvidia*, no working nvidia-smi): vLLM needs one. "
+            "Pass --skip-gpu-check for a CPU build of vLLM."
+        )
+    entries = srv.registry_entries(opts, register_as or _entry_name(opts.served_name))
+    log_path = log or Path(user_cache_dir("depthtui")) / f"serve-{port}.log"
+    server = srv.VllmServer(argv, opts, log_path)
+
+    # Ctrl-C and a plain `kill` both end in the finally below, which stops the process group.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    console.print(f"starting: {' '.join(argv)}", highlight=False)
+    console.print(f"log: {log_path}", highlight=False)
+    server.start()
+    try:
+        with console.status("waiting for vLLM") as status:
+
+            def progress(elapsed: float, state: str) -> None:
+                status.update(f"waiting for vLLM: {state}, {elapsed:.0f} s")
+
+            ids = server.wait_ready(ready_timeout, progress)
+        console.print(f"[green]ready[/]: {opts.base_url} serving {', '.join(ids)}")
+        if register_as:
+            path, _ = resolve_models_path(models)
+            try:
+                for entry in entries:
+                    upsert_entry(path, entry)
+            except (RegistryError, OSError) as exc:
+                fail(f"cannot register in {path}: {exc}")
+            names = ", ".join(e.name for e in entries)
+            console.print(f"registered {names} in {path}", highlight=False)
+        else:
+            console.print("models.toml entries (add them with --register NAME):")
+            console.print("\n".join(entry_toml(e) for e in entries), highlight=False, markup=False)
+        console.print("serving; press Ctrl-C to stop")
+        code = server.proc.wait() if server.proc else 0
+        fail(f"vLLM exited with code {code}; the end of its log:\n{server.log_tail()}")
+    except srv.ServeError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        err_console.print("stopping vLLM")
+    finally:
+        server.stop()
+
+
+def _entry_name(served: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", served.split("/")[-1]).strip("-.") or "vllm"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="serve")(serve)

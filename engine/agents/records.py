@@ -1,0 +1,96 @@
+"""What the loop reports: one TurnRecord per model reply (with its CallRecords), and how a segment
+ended. The fields are exactly what the store's `turns` and `calls` rows need, so the runner can
+write one transaction per turn without reaching back into the loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.sandbox.base import CallResult
+
+# Why a segment (or the episode) ended. Only "no_tool_call" means the agent said it was done.
+END_REASONS = (
+    "no_tool_call",  # a reply without a tool call (or block/tag): the agent finished
+    "turn_cap",  # the stated turn cap is used up (the cap covers the whole task)
+    "safety_ceiling",  # no cap stated and the safety ceiling (150 turns) is reached
+    "tool_call_limit",  # max_tool_calls commands have run
+    "budget",  # the command budget is used up and the agent kept calling
+    "tokens",  # an episode token limit is reached
+    "context_length",  # the endpoint said the conversation no longer fits the model
+    "time",  # the segment's time limit is reached
+    "cost",  # the episode's cost limit is reached
+    "stopped",  # should_stop() asked to stop (cancel, pause); the detail says why
+    "error",  # an infrastructure error (error_kind says which); never a model failure
+)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One command of a turn: run, refused, or malformed."""
+
+    idx: int  # 1-based within the episode, in execution order
+    tool_call_id: str
+    command: str  # the command, or the raw malformed call as the model wrote it
+    result: CallResult | None  # None when not run
+    not_run: bool
+    observation: str  # exactly the text returned to the model (budget suffix included)
+    remaining_budget: int | None  # commands left after this call; None without a budget
+    # Why it was not run: "budget" | "tool_call_limit" | "time" | "format" | "harness"; "" if run.
+    not_run_reason: str = ""
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One model reply and what came of it."""
+
+    idx: int  # 1-based within the episode
+    segment_idx: int
+    text: str
+    reasoning: str
+    format_error: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    latency_ms: float
+    # The request body as sent, secrets removed. Unless the loop was asked for full requests,
+    # `messages` holds only the messages new since the previous turn's request and
+    # `messages_from` says where they start (see `expand_requests`), so a long episode does not
+    # store its conversation once per turn.
+    request: dict[str, Any]
+    response: dict[str, Any]  # the raw response JSON
+    calls: tuple[CallRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class SegmentEnd:
+    reason: str  # one of END_REASONS
+    turns: int  # turns taken in this segment
+    calls: int  # calls (run or not) in this segment
+    error_kind: str | None = None
+    error_detail: str | None = None
+    detail: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """The agent said it was done (as opposed to being stopped by a limit or an error)."""
+        return self.reason == "no_tool_call"
+
+
+def expand_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rebuild each turn's full request body from the per-turn records of one episode, in turn
+    order (records made with full requests pass through unchanged)."""
+    messages: list[Any] = []
+    out = []
+    for req in requests:
+        req = dict(req)
+        start = req.pop("messages_from", None)
+        if start is None:
+            messages = list(req.get("messages", []))
+        else:
+            messages = messages[:start] + list(req.get("messages", []))
+            req["messages"] = list(messages)
+        out.append(req)
+    return out
