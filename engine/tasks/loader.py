@@ -116,19 +116,21 @@ def load_tasks(paths: Iterable[Path | str]) -> tuple[list[Task], list[TaskError]
             try:
                 task = load_task(folder)
             except TaskError as exc:
+                exc.folder = folder
                 errors.append(exc)
                 continue
             except OSError as exc:
-                errors.append(TaskError(folder, f"cannot be read: {exc}"))
+                error = TaskError(folder, f"cannot be read: {exc}")
+                error.folder = folder
+                errors.append(error)
                 continue
             if task.id in seen:
                 if seen[task.id] != folder:
-                    errors.append(
-                        TaskError(
-                            folder,
-                            f"duplicate task id {task.id} (also loaded from {seen[task.id]})",
-                        )
+                    error = TaskError(
+                        folder, f"duplicate task id {task.id} (also loaded from {seen[task.id]})"
                     )
+                    error.folder = folder
+                    errors.append(error)
                 continue
             seen[task.id] = folder
             tasks.append(task)

@@ -24,6 +24,9 @@ class TaskError(ValueError):
     """A task folder that cannot be loaded. The message names the file, the field and what was
     expected, so a user can fix the folder without reading our code."""
 
+    # The task folder the error is about (set by load_tasks; `path` may be a file inside it).
+    folder: Path | None = None
+
     def __init__(self, path: Path | str, message: str, field: str | None = None) -> None:
         self.path = Path(path)
         self.field = field
