@@ -1,0 +1,173 @@
+"""Foreground runs: a queued job run in this process, with rich progress bars.
+
+`run_foreground` is what the running verbs (check, validate, free, ladder, audit, episodes) call
+when not given `--detach`. One bar for the job (units done of all), one line per unit in flight
+showing its episode's phase: building, starting, turn k of cap (a bar), verifying.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from engine.jobs.containers import docker_problem
+from engine.jobs.owner import this_owner
+from engine.jobs.runner import JobListener, JobOutcome, describe_event, run_job
+from engine.jobs.takeover import take_over
+from engine.protocol.kinds import ProgressEvent, UnitResult
+from store.db import Store
+from store.queue import ClaimedJob, claim_job, interrupt_episodes, job_state, set_job_message
+
+STATUS_STYLE = {
+    "done": "bold green",
+    "failed": "bold red",
+    "cancelled": "yellow",
+    "paused": "yellow",
+    "queued": "yellow",
+    "lost": "red",
+    "running": "cyan",
+}
+
+
+class JobNotRunnable(RuntimeError):
+    """The job cannot run here: unknown, or not queued (another process has it, or it ended)."""
+
+
+class RichJobDisplay(JobListener):
+    """Progress bars fed by the runner; safe to call from worker threads (rich locks)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.bars = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self._job: TaskID | None = None
+        self._units: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RichJobDisplay:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def job_started(self, job: ClaimedJob, units: list[str]) -> None:
+        self._job = self.bars.add_task(f"job {job.id} [bold]{job.kind}[/]", total=len(units))
+
+    def unit_started(self, unit: str) -> None:
+        self._line(unit, "starting")
+
+    def event(self, event: ProgressEvent) -> None:
+        line = self._line(event.unit, describe_event(event))
+        if event.phase == "agent" and event.turn is not None and event.cap:
+            self.bars.update(line, total=event.cap, completed=min(event.turn, event.cap))
+        else:
+            self.bars.update(line, total=None, completed=0)
+
+    def unit_finished(self, unit: str, result: UnitResult | None) -> None:
+        line = self._units.pop(unit, None)
+        if line is not None:
+            self.bars.remove_task(line)
+        if self._job is not None:
+            self.bars.advance(self._job)
+        if result is None:
+            return
+        if result.ok:
+            self.console.print(
+                f"[green]✓[/] {unit}: {result.episodes_run} run, {result.episodes_reused} reused",
+                highlight=False,
+            )
+        else:
+            self.console.print(f"[red]✗[/] {unit}: {result.error}", highlight=False)
+
+    def stopping(self, reason: str) -> None:
+        self.console.print(f"[yellow]stopping:[/] {reason}", highlight=False)
+
+    def _line(self, unit: str, text: str) -> TaskID:
+        line = self._units.get(unit)
+        description = f"  {unit}  [dim]{text}[/]"
+        if line is None:
+            line = self._units[unit] = self.bars.add_task(description, total=None)
+        else:
+            self.bars.update(line, description=description)
+        return line
+
+
+def run_foreground(
+    store: Store,
+    job_id: int,
+    workers: int,
+    *,
+    console: Console | None = None,
+    check_docker: bool = True,
+) -> str:
+    """Run queued job `job_id` in this process with progress bars; its final status.
+
+    Ctrl-C cancels (episodes in flight are marked interrupted and their containers removed; a
+    second Ctrl-C stops waiting). With no Docker engine the job stays queued and the status is
+    'queued'. Raises JobNotRunnable when the job is not queued."""
+    console = console or Console(stderr=True)
+    owner = this_owner()
+    if check_docker:
+        problem = docker_problem()
+        if problem:
+            set_job_message(store, job_id, f"not started: {problem}")
+            console.print(
+                f"[bold red]error:[/] {problem}; job {job_id} stays queued", highlight=False
+            )
+            return "queued"
+    report = take_over(store)  # what an earlier, killed run left: containers, episodes
+    if report:
+        console.print(f"[dim]{report.describe()}[/]", highlight=False)
+    job = claim_job(store, job_id, owner)
+    if job is None:
+        state = job_state(store, job_id)
+        if state is None:
+            raise JobNotRunnable(f"job {job_id}: no such job")
+        status, holder = state
+        raise JobNotRunnable(
+            f"job {job_id} is {status}" + (f" (owner {holder})" if holder else "") + ", not queued"
+        )
+    started = time.monotonic()
+    try:
+        with RichJobDisplay(console) as display:
+            outcome = run_job(store, job, owner, workers=workers, listener=display)
+    except KeyboardInterrupt:
+        outcome = _cancel_late(store, job, owner)
+    _print_outcome(console, job, outcome, time.monotonic() - started)
+    return outcome.status
+
+
+def _cancel_late(store: Store, job: ClaimedJob, owner: str) -> JobOutcome:
+    """Ctrl-C landed outside the runner's own handling: clean up and record the cancel."""
+    from engine.jobs.containers import remove_containers
+    from store.queue import finish_job
+
+    gone = interrupt_episodes(store, owner, job.id, "cancelled (Ctrl-C)")
+    remove_containers(g.container_id for g in gone)
+    finish_job(store, job.id, owner, "cancelled", "cancelled (Ctrl-C)")
+    return JobOutcome("cancelled", "cancelled (Ctrl-C)")
+
+
+def _print_outcome(console: Console, job: ClaimedJob, outcome: JobOutcome, seconds: float) -> None:
+    style = STATUS_STYLE.get(outcome.status, "bold")
+    console.print(
+        f"job {job.id} [{style}]{outcome.status}[/] after {seconds:.1f} s: {outcome.message}",
+        highlight=False,
+    )

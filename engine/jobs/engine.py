@@ -1,0 +1,210 @@
+"""The background engine: one process that takes queued jobs from a store and runs them.
+
+Run as `python -m engine.jobs.engine --db PATH [--workers N]` (what `depthtui engine start` and
+`ensure_engine` launch). It registers itself in the `engines` table and heartbeats there, takes
+over what dead engines left, then loops: when jobs are queued and Docker answers, claim the oldest
+one and run it. SIGTERM or SIGINT (or `engines.status = 'stopping'`, set by `depthtui engine
+stop`) ends the job in hand, puts it back in the queue and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.jobs.containers import docker_problem
+from engine.jobs.owner import HEARTBEAT_S, this_owner
+from engine.jobs.runner import run_job
+from engine.jobs.takeover import take_over
+from engine.protocol.kinds import JobKind
+from engine.protocol.registry import get_kind
+from store.db import Store, StoreError
+from store.queue import (
+    ClaimedJob,
+    claim_next_job,
+    heartbeat_engine,
+    note_queued,
+    queued_count,
+    register_engine,
+    set_engine_status,
+)
+
+log = logging.getLogger("depthtui.engine")
+
+POLL_S = 1.0  # how often an idle engine looks for queued jobs
+TAKEOVER_EVERY_S = 15.0  # how often a running engine looks for dead engines' leftovers
+BACKOFF_S = (5.0, 10.0, 20.0, 40.0, 60.0)  # waits while Docker or the store keeps failing
+
+
+def engine_log_path(db_path: Path) -> Path:
+    """The engine's log, beside the store."""
+    return db_path.with_name(db_path.name + ".engine.log")
+
+
+class Engine:
+    def __init__(
+        self,
+        db_path: Path,
+        workers: int,
+        *,
+        resolve: Callable[[str], JobKind] = get_kind,
+        docker_check: Callable[[], str | None] = docker_problem,
+    ) -> None:
+        self.db_path = db_path
+        self.workers = workers
+        self.resolve = resolve
+        self.docker_check = docker_check
+        self.owner = this_owner()
+        self.stop_event = threading.Event()
+        self.job_id: int | None = None
+        self.store: Store | None = None
+        self._closed = False
+
+    def request_stop(self, *_: object) -> None:
+        self.stop_event.set()
+
+    def serve(self) -> None:
+        """Run until asked to stop. Raises StoreError when the store cannot be opened."""
+        store = self.store = Store(self.db_path)
+        register_engine(
+            store,
+            self.owner,
+            socket.gethostname(),
+            _pid(self.owner),
+            self.workers,
+            str(engine_log_path(self.db_path)),
+        )
+        log.info("engine %s started on %s, %d worker(s)", self.owner, self.db_path, self.workers)
+        beat = threading.Thread(target=self._heartbeat, name="engine-heartbeat", daemon=True)
+        beat.start()
+        failures = 0
+        next_takeover = 0.0
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    if time.monotonic() >= next_takeover:
+                        next_takeover = time.monotonic() + TAKEOVER_EVERY_S
+                        report = take_over(store)
+                        if report:
+                            log.info("%s", report.describe())
+                    if queued_count(store) == 0:
+                        self.stop_event.wait(POLL_S)
+                        continue
+                    problem = self.docker_check()
+                    if problem:
+                        wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+                        failures += 1
+                        note_queued(
+                            store,
+                            f"waiting: {problem}; engine {self.owner} tries again in "
+                            f"{wait:.0f} s (the job stays queued)",
+                        )
+                        log.warning(
+                            "not starting queued jobs: %s; retrying in %.0f s", problem, wait
+                        )
+                        self.stop_event.wait(wait)
+                        continue
+                    failures = 0
+                    job = claim_next_job(store, self.owner)
+                    if job is None:
+                        continue
+                    self._run(store, job)
+                except StoreError as exc:
+                    wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+                    failures += 1
+                    log.error("the store failed: %s; retrying in %.0f s", exc, wait)
+                    self.stop_event.wait(wait)
+        finally:
+            self.job_id = None
+            try:
+                set_engine_status(store, self.owner, "stopped", "stopped")
+            except StoreError as exc:
+                log.error("could not record the engine's stop: %s", exc)
+            log.info("engine %s stopped", self.owner)
+            self._closed = True
+            store.close()
+
+    def _run(self, store: Store, job: ClaimedJob) -> None:
+        self.job_id = job.id
+        log.info("job %s (%s) claimed: %s", job.id, job.kind, job.cli)
+        try:
+            outcome = run_job(
+                store,
+                job,
+                self.owner,
+                workers=self.workers,
+                external_stop=lambda: "engine stopping" if self.stop_event.is_set() else None,
+                resolve=self.resolve,
+            )
+        finally:
+            self.job_id = None
+        log.info("job %s ended %s: %s", job.id, outcome.status, outcome.message)
+
+    def _heartbeat(self) -> None:
+        assert self.store is not None
+        while not self._closed:
+            try:
+                status = heartbeat_engine(self.store, self.owner, self.job_id)
+            except StoreError as exc:
+                if self._closed:
+                    return
+                log.error("engine heartbeat failed: %s", exc)
+                status = "running"
+            if status != "running" and not self.stop_event.is_set():
+                # `depthtui engine stop` from another host can only say so in the store.
+                log.info("asked to stop (the engine row says %s)", status)
+                self.stop_event.set()
+            time.sleep(HEARTBEAT_S)
+
+
+def _pid(owner: str) -> int:
+    return int(owner.rpartition(":")[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.jobs.engine", description=__doc__)
+    parser.add_argument("--db", type=Path, required=True, help="the store (SQLite file)")
+    parser.add_argument("--workers", type=int, default=1, help="units run at once (default 1)")
+    parser.add_argument(
+        "--kinds-module",
+        action="append",
+        default=[],
+        help="a module whose KINDS dict adds job kinds (plug-ins; the test suite's kinds)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    if args.workers < 1:
+        log.error("--workers: expected an integer >= 1, got %d", args.workers)
+        return 2
+    extra: dict[str, JobKind] = {}
+    for name in args.kinds_module:
+        extra.update(importlib.import_module(name).KINDS)
+
+    def resolve(kind: str) -> JobKind:
+        return extra[kind] if kind in extra else get_kind(kind)
+
+    engine = Engine(args.db.expanduser().resolve(), args.workers, resolve=resolve)
+    signal.signal(signal.SIGTERM, engine.request_stop)
+    signal.signal(signal.SIGINT, engine.request_stop)
+    try:
+        engine.serve()
+    except StoreError as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

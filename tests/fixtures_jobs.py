@@ -1,0 +1,186 @@
+"""Job kinds for testing the engine's machinery, and helpers around them.
+
+`toy` behaves like a measurement kind without models: each unit runs `episodes` episodes of
+`turns` turns (sleeping `turn_s` per turn), claims each by run key (so a finished one is reused
+and a running one is never run twice), polls should_stop between episodes and should_abort
+between turns, spends `cost` per episode, and with `container: true` holds a real Docker
+container (labelled depthtui.test=1) for each episode. A unit listed in `fail` returns ok=False;
+one in `raise` raises.
+
+The jobs table only takes the real kinds' names, so toy jobs are submitted as `check` jobs and
+the test's runner resolves `check` to the toy kind: in-process through `resolve`, in an engine
+process through `--kinds-module tests.fixtures_jobs` (whose KINDS override the real `check`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.jobs.owner import owner_alive
+from engine.protocol.kinds import JobKind, ProgressEvent, UnitContext, UnitResult
+from store.db import Store
+from store.queue import claim_episode, complete_episode, set_episode_container
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_LABEL = "depthtui.test"
+IMAGE = "depthtui/base:bookworm"
+
+
+def _units(store: Store, params: dict[str, Any]) -> list[str]:
+    units = params.get("units")
+    if not isinstance(units, list) or not units:
+        raise ValueError(f"toy job: parameter 'units': expected a non-empty list, got {units!r}")
+    return [str(u) for u in units]
+
+
+def _start_container(owner: str, job_id: int | None, unit: str) -> str:
+    import docker
+
+    client = docker.from_env()
+    try:
+        container = client.containers.run(
+            IMAGE,
+            ["sleep", "infinity"],
+            detach=True,
+            network_mode="none",
+            labels={
+                TEST_LABEL: "1",
+                "depthtui.owner": owner,
+                "depthtui.job": str(job_id),
+                "depthtui.unit": unit,
+            },
+        )
+        return container.id
+    finally:
+        client.close()
+
+
+def _remove_container(cid: str) -> None:
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.containers.get(cid).remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    finally:
+        client.close()
+
+
+def _run_unit(ctx: UnitContext, unit: str) -> UnitResult:
+    p = ctx.params
+    if unit in p.get("raise", []):
+        raise RuntimeError(f"toy unit {unit} blew up")
+    if unit in p.get("fail", []):
+        return UnitResult(unit=unit, ok=False, error=f"toy unit {unit}: infrastructure down")
+    ran = reused = 0
+    for i in range(int(p.get("episodes", 1))):
+        if ctx.should_stop():
+            break
+        key = f"toy:{unit}:{i}"
+        while True:
+            claim = claim_episode(
+                ctx.store,
+                key,
+                ctx.owner,
+                {
+                    "job_id": ctx.job_id,
+                    "task_id": unit,
+                    "task_hash": "h",
+                    "mode": "check",
+                    "agent": "toy",
+                    "attempt": i,
+                },
+                owner_alive=owner_alive,
+            )
+            if claim.state != "busy" or ctx.should_stop():
+                break
+            time.sleep(0.1)  # another engine runs this very episode: wait for its result
+        if claim.state == "done":
+            reused += 1
+            ctx.progress(ProgressEvent(unit, "reused", claim.episode_id, label=f"#{i}"))
+            continue
+        if claim.state == "busy":
+            break
+        cid = None
+        if p.get("container"):
+            ctx.progress(ProgressEvent(unit, "start", claim.episode_id, label=f"#{i}"))
+            cid = _start_container(ctx.owner, ctx.job_id, unit)
+            set_episode_container(ctx.store, claim.episode_id, ctx.owner, cid)
+        turns = int(p.get("turns", 1))
+        for t in range(1, turns + 1):
+            if ctx.should_abort():
+                return UnitResult(unit=unit, ok=True, episodes_run=ran, episodes_reused=reused)
+            ctx.progress(ProgressEvent(unit, "agent", claim.episode_id, f"#{i}", turn=t, cap=turns))
+            time.sleep(float(p.get("turn_s", 0.0)))
+        ctx.add_cost(float(p.get("cost", 0.0)))
+        if cid:
+            _remove_container(cid)
+        complete_episode(ctx.store, claim.episode_id, ctx.owner, {"passed": 1, "turns": turns})
+        ran += 1
+    return UnitResult(unit=unit, ok=True, episodes_run=ran, episodes_reused=reused)
+
+
+def _describe(params: dict[str, Any]) -> str:
+    return f"toy {' '.join(params.get('units', []))}"
+
+
+TOY = JobKind(name="check", units=_units, run_unit=_run_unit, describe=_describe)
+KINDS = {"check": TOY}
+
+
+def resolve(name: str) -> JobKind:
+    return KINDS[name]
+
+
+# --- helpers for tests ---------------------------------------------------------------------
+
+
+def submit(store: Store, params: dict[str, Any], kind: str = "check") -> int:
+    from store.jobs import submit_job
+
+    return submit_job(store, kind, params, _describe(params))
+
+
+def engine_env() -> dict[str, str]:
+    """The environment for engine subprocesses: our test kinds importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def spawn_engine(db: Path, workers: int = 1, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """An engine process running in the foreground of the test (so the test can kill -9 it)."""
+    argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db)]
+    argv += ["--workers", str(workers), "--kinds-module", "tests.fixtures_jobs"]
+    log = open(db.with_name(db.name + f".engine-{time.monotonic_ns()}.log"), "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, env=env or engine_env(), cwd=ROOT
+    )
+
+
+def wait_for(predicate: Any, timeout: float = 60.0, every: float = 0.1) -> Any:
+    """Poll until predicate() is truthy and return it; AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"gave up after {timeout:.0f} s waiting for {predicate}")
+
+
+def labelled_containers() -> list[str]:
+    """Ids of containers labelled depthtui.test=1 (running or not)."""
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={TEST_LABEL}=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
