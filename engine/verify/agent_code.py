@@ -1,0 +1,437 @@
+"""Find tests that import or execute agent-written code (SPEC §3 "known hole").
+
+The runner's record is signed, but code that runs inside the runner (a module the tests import
+from the agent's home, a file they exec) can read the secret and forge a pass; code the tests
+start as a program runs as the agent's uid next to the runner. Either way the grade then rests on
+the agent's code, so such tasks are flagged with the evidence (file:line) and refused for safe
+grading unless the user accepts the risk.
+
+Static analysis of the test files (Python AST, plus the shell lines of test.sh), so it is a
+heuristic: it reports what it can see and names it; a command built at run time from data it
+cannot follow is not found.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# What the trusted toolchain itself provides besides the standard library.
+TOOLCHAIN_MODULES = frozenset(
+    {"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "pytest_timeout", "attr"}
+    | {"attrs", "exceptiongroup", "tomli", "__future__"}
+)
+# Writable by the agent whatever the task: code found there is the agent's.
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/user")
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".pl", ".rb", ".js", ".mjs", ".php", ".lua", ".r", ".R")
+INTERPRETERS = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|bash|sh|dash|zsh|ksh|perl|ruby|node|nodejs|php|lua|Rscript"
+    r"|source|\.|exec|env|sudo|timeout|nohup|xargs)$"
+)
+
+# Calls that run code inside the calling process (the runner, for pytest tasks).
+IN_PROCESS_CALLS = {
+    "exec": "exec() of code",
+    "eval": "eval() of code",
+    "compile": "compile() of code",
+    "execfile": "execfile()",
+    "importlib.util.spec_from_file_location": "imports a module from a file path",
+    "importlib.machinery.SourceFileLoader": "imports a module from a file path",
+    "importlib.machinery.SourcelessFileLoader": "imports a module from a bytecode file",
+    "importlib.machinery.ExtensionFileLoader": "loads an extension module from a file",
+    "imp.load_source": "imports a module from a file path",
+    "imp.load_module": "imports a module from a file",
+    "runpy.run_path": "runs a Python file in the test process",
+    "runpy.run_module": "runs a module in the test process",
+    "ctypes.CDLL": "loads a shared library into the test process",
+    "ctypes.PyDLL": "loads a shared library into the test process",
+    "ctypes.cdll.LoadLibrary": "loads a shared library into the test process",
+    "ctypes.pydll.LoadLibrary": "loads a shared library into the test process",
+    "pickle.load": "unpickles data (pickle runs code)",
+    "pickle.loads": "unpickles data (pickle runs code)",
+    "pickle.Unpickler": "unpickles data (pickle runs code)",
+    "marshal.load": "loads marshalled code",
+    "marshal.loads": "loads marshalled code",
+    "shelve.open": "opens a shelf (pickle runs code)",
+    "site.addsitedir": "adds a site directory (its .pth files run code)",
+    "zipimport.zipimporter": "imports from a zip archive",
+}
+# Calls that import by name: judged by the module name when it is a constant.
+IMPORT_CALLS = ("importlib.import_module", "__import__", "importlib.__import__")
+# Calls that start programs.
+PROCESS_CALLS = frozenset(
+    {
+        "subprocess.run",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "subprocess.Popen",
+        "subprocess.getoutput",
+        "subprocess.getstatusoutput",
+        "os.system",
+        "os.popen",
+        "os.posix_spawn",
+        "os.posix_spawnp",
+        "pty.spawn",
+        "asyncio.create_subprocess_exec",
+        "asyncio.create_subprocess_shell",
+    }
+    | {f"os.{n}" for n in ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp")}
+    | {f"os.{n}" for n in ("execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv")}
+    | {f"os.{n}" for n in ("spawnve", "spawnvp", "spawnvpe")}
+)
+SYS_PATH_ATTRS = ("sys.path", "sys.meta_path", "sys.path_hooks")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    line: int
+    kind: str  # import | exec | sys_path | program
+    detail: str
+    # True when the code would run inside the test process itself (where it could reach the
+    # runner's secret); False for a separate program the tests start.
+    in_process: bool
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class RiskReport:
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.evidence)
+
+    @property
+    def in_process(self) -> bool:
+        return any(e.in_process for e in self.evidence)
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(str(e) for e in self.evidence)
+
+    def summary(self, limit: int = 5) -> str:
+        shown = "; ".join(self.lines()[:limit])
+        more = len(self.evidence) - limit
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def scan_tests(
+    files: Mapping[str, Path | str | bytes],
+    *,
+    home: str = "/home/user",
+    workdir: str = "/home/user",
+) -> RiskReport:
+    """Scan a segment's test files (name in /tests -> host path, or the text itself).
+    Python files are parsed; `*.sh` files are read line by line; other files are data."""
+    texts: dict[str, str] = {}
+    for name, src in files.items():
+        if not (name.endswith(".py") or name.endswith(".sh")):
+            continue
+        if isinstance(src, bytes):
+            texts[name] = src.decode("utf-8", "replace")
+        elif isinstance(src, Path):
+            texts[name] = src.read_bytes().decode("utf-8", "replace")
+        else:
+            texts[name] = src
+    local = _local_modules(texts)
+    roots = _agent_roots(home, workdir)
+    evidence: list[Evidence] = []
+    for name in sorted(texts):
+        if name.endswith(".py"):
+            evidence.extend(scan_python(name, texts[name], local_modules=local, roots=roots))
+        else:
+            evidence.extend(scan_shell(name, texts[name], roots=roots))
+    return RiskReport(tuple(evidence))
+
+
+def _local_modules(texts: Iterable[str]) -> frozenset[str]:
+    """Modules the tests themselves ship (importable because /tests is on sys.path)."""
+    names = set()
+    for name in texts:
+        parts = PurePosixPath(name).parts
+        if name.endswith(".py"):
+            names.add(parts[0] if len(parts) > 1 else PurePosixPath(name).stem)
+    return frozenset(names)
+
+
+def _agent_roots(home: str, workdir: str) -> tuple[str, ...]:
+    roots = {home.rstrip("/") or "/", workdir.rstrip("/") or "/", *SHARED_WRITABLE}
+    # A workdir of "/" would make every path the agent's; only the real places count then.
+    roots.discard("/")
+    return tuple(sorted(roots))
+
+
+def is_allowed_module(name: str, local_modules: Iterable[str] = ()) -> bool:
+    top = name.split(".")[0]
+    return top in sys.stdlib_module_names or top in TOOLCHAIN_MODULES or top in set(local_modules)
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, file: str, local: frozenset[str], roots: Sequence[str]) -> None:
+        self.file = file
+        self.local = local
+        self.roots = roots
+        self.aliases: dict[str, str] = {}  # local name -> dotted origin
+        self.strings: dict[str, list[str]] = {}  # variable -> string constants assigned to it
+        self.found: list[Evidence] = []
+
+    def add(self, node: ast.AST, kind: str, detail: str, in_process: bool) -> None:
+        self.found.append(Evidence(self.file, getattr(node, "lineno", 0), kind, detail, in_process))
+
+    # --- imports -----------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.aliases[(alias.asname or alias.name).split(".")[0]] = (
+                alias.name if alias.asname else alias.name.split(".")[0]
+            )
+            self._judge_import(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level == 0 and node.module:
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            self._judge_import(node, node.module)
+
+    def _judge_import(self, node: ast.AST, module: str) -> None:
+        if not is_allowed_module(module, self.local):
+            self.add(
+                node,
+                "import",
+                f"imports '{module}', which is neither the standard library, pytest nor a file "
+                "of the tests (agent-written or image-provided code would run in the runner)",
+                True,
+            )
+
+    # --- assignments: remember string constants, watch sys.path -------------------------------
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._watch_target(node, target)
+            if isinstance(target, ast.Name):
+                self.strings.setdefault(target.id, []).extend(_constants(node.value, self.strings))
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._watch_target(node, node.target)
+        if isinstance(node.target, ast.Name) and node.value is not None:
+            self.strings.setdefault(node.target.id, []).extend(_constants(node.value, self.strings))
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._watch_target(node, node.target)
+        self.generic_visit(node)
+
+    def _watch_target(self, node: ast.AST, target: ast.AST) -> None:
+        if isinstance(target, ast.Subscript):
+            target = target.value
+        name = self._dotted(target)
+        if name in SYS_PATH_ATTRS:
+            self.add(node, "sys_path", f"changes {name} (imports may then load agent code)", True)
+
+    # --- calls -------------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self._dotted(node.func)
+        if name:
+            self._judge_call(node, name)
+        self.generic_visit(node)
+
+    def _judge_call(self, node: ast.Call, name: str) -> None:
+        owner = name.rpartition(".")[0]
+        if owner in SYS_PATH_ATTRS:
+            self.add(node, "sys_path", f"calls {name}() (imports may then load agent code)", True)
+        elif name in IN_PROCESS_CALLS:
+            if name.startswith(("pickle.", "marshal.")) and _only_literal_bytes(node):
+                return
+            self.add(node, "exec", f"{IN_PROCESS_CALLS[name]}: {name}()", True)
+        elif name in IMPORT_CALLS:
+            module = node.args[0] if node.args else None
+            if isinstance(module, ast.Constant) and isinstance(module.value, str):
+                self._judge_import(node, module.value)
+            else:
+                self.add(node, "import", f"imports a module named at run time: {name}()", True)
+        elif name in PROCESS_CALLS:
+            program = self._agent_program(node, shell=name in _SHELL_CALLS or _has_shell(node))
+            if program:
+                self.add(
+                    node,
+                    "program",
+                    f"runs agent-writable code '{program}' via {name}()",
+                    False,
+                )
+
+    def _agent_program(self, node: ast.Call, shell: bool) -> str | None:
+        if not node.args:
+            return None
+        first = node.args[0]
+        if isinstance(first, (ast.List, ast.Tuple)):
+            argv = [" ".join(_constants(e, self.strings)) or "?" for e in first.elts]
+            return agent_program(argv, self.roots)
+        texts = _constants(first, self.strings)
+        for text in texts:
+            words = _split(text) if (shell or " " in text) else [text]
+            found = agent_program(words, self.roots)
+            if found:
+                return found
+        return None
+
+    def _dotted(self, node: ast.AST) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.aliases.get(node.id, node.id)
+        return ".".join([head, *reversed(parts)])
+
+
+_SHELL_CALLS = frozenset(
+    {
+        "os.system",
+        "os.popen",
+        "subprocess.getoutput",
+        "subprocess.getstatusoutput",
+        "asyncio.create_subprocess_shell",
+    }
+)
+
+
+def _has_shell(node: ast.Call) -> bool:
+    return any(
+        kw.arg == "shell" and isinstance(kw.value, ast.Constant) and bool(kw.value.value)
+        for kw in node.keywords
+    )
+
+
+def _only_literal_bytes(node: ast.Call) -> bool:
+    return bool(node.args) and all(
+        isinstance(a, ast.Constant) and isinstance(a.value, bytes) for a in node.args
+    )
+
+
+def _constants(node: ast.AST, known: Mapping[str, list[str]]) -> list[str]:
+    """The string an expression evidently holds: constants, f-strings with `{}` for the parts
+    we cannot know, `a + b` and `a / b` (pathlib) joins, os.path.join, and names assigned a
+    constant elsewhere in the file. Several strings when a name had several values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        out = ""
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                out += part.value
+            elif isinstance(part, ast.FormattedValue):
+                inner = _constants(part.value, known)
+                out += inner[0] if len(inner) == 1 else "{}"
+        return [out]
+    if isinstance(node, ast.Name):
+        return list(known.get(node.id, []))
+    if isinstance(node, ast.Attribute) and node.attr == "executable":
+        return ["python3"]  # sys.executable
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
+        sep = "/" if isinstance(node.op, ast.Div) else ""
+        left, right = _constants(node.left, known), _constants(node.right, known)
+        return [f"{a}{sep}{b}" for a in left[:4] for b in right[:4]]
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        parts = [_constants(a, known) for a in node.args]
+        if name == "join" and parts and all(parts):
+            return ["/".join(p[0] for p in parts)]
+        if name in ("Path", "PurePath", "PosixPath", "str", "fspath", "expanduser") and parts:
+            return parts[0]
+        if name == "home":
+            return ["~"]
+        if name in ("cwd", "getcwd"):
+            return ["."]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [" ".join(c for e in node.elts for c in _constants(e, known)[:1])]
+    return []
+
+
+def _split(text: str) -> list[str]:
+    try:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:
+        return text.split()
+
+
+def agent_program(argv: Sequence[str], roots: Sequence[str]) -> str | None:
+    """The agent-writable file an argv or shell word list would run, if any: a program under an
+    agent root (or relative, i.e. in the workdir), or a script given to an interpreter."""
+    expect_program = True
+    interpreter = False
+    for word in argv:
+        if word in (";", "&&", "||", "|", "&", "(", ")"):
+            expect_program, interpreter = True, False
+            continue
+        if expect_program:
+            if "=" in word and not word.startswith(("/", ".", "~")):
+                continue  # VAR=value before the command
+            expect_program = False
+            if INTERPRETERS.match(PurePosixPath(word).name):
+                interpreter = True
+                continue
+            if _agent_path(word, roots, relative_ok=True):
+                return word
+            continue
+        if interpreter and not word.startswith("-"):
+            if _agent_path(word, roots, relative_ok=True):
+                return word
+            if INTERPRETERS.match(PurePosixPath(word).name):
+                continue  # `env python3 x.py`, `timeout 5 bash x.sh`
+            if not word.replace(".", "").isdigit():
+                interpreter = False
+    return None
+
+
+def _agent_path(word: str, roots: Sequence[str], *, relative_ok: bool) -> bool:
+    word = word.strip("'\"")
+    if not word or word.startswith("-") or word == "{}":
+        return False
+    if word.startswith(("~/", "$HOME/", "${HOME}/", "$PWD/", "${PWD}/")):
+        return True
+    if word.startswith("/"):
+        return any(word == r or word.startswith(r + "/") for r in roots)
+    if word.startswith(("./", "../")):
+        return True
+    # A relative name is resolved in the workdir (cwd); only a script file name counts, not a
+    # command found on PATH.
+    return relative_ok and word.endswith(SCRIPT_SUFFIXES)
+
+
+def scan_python(
+    name: str, source: str, *, local_modules: Iterable[str] = (), roots: Sequence[str] = ()
+) -> list[Evidence]:
+    try:
+        tree = ast.parse(source, filename=name)
+    except SyntaxError:
+        # It cannot be collected either, and a collection error fails the verifier closed.
+        return []
+    scanner = _Scanner(name, frozenset(local_modules), roots)
+    scanner.visit(tree)
+    return scanner.found
+
+
+def scan_shell(name: str, source: str, *, roots: Sequence[str] = ()) -> list[Evidence]:
+    """Lines of a shell script (test.sh) that run an agent-writable program or script."""
+    found = []
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        program = agent_program(_split(stripped), roots)
+        if program:
+            found.append(
+                Evidence(name, number, "program", f"runs agent-writable code '{program}'", False)
+            )
+    return found

@@ -1,0 +1,152 @@
+"""One verifier run: a fresh, short-lived container from a snapshot image, fed a few bytes on
+stdin, stopped at a whole-run timeout, and always removed.
+
+A fresh container is what keeps the agent out of grading: no process the agent left running
+survives a `docker commit`, and every mount given here (the tests, the toolchain, the log folder)
+lies over whatever the snapshot has at that path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig
+
+import docker
+from engine.sandbox.base import SandboxError
+from engine.tasks.model import Limits
+
+ROLE_LABEL = "depthtui.role"
+# Both streams share one json-file log of at most this size; older output is dropped first, so
+# the runner's record (printed last) survives a flood of test output.
+LOG_MAX_SIZE = "16m"
+OUTPUT_LIMIT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Bind:
+    source: str
+    target: str
+    read_only: bool = True
+
+    def spec(self) -> str:
+        return f"{self.source}:{self.target}:{'ro' if self.read_only else 'rw'}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    oom_killed: bool
+    duration_s: float
+
+
+def docker_client() -> docker.DockerClient:
+    try:
+        return docker.from_env()
+    except docker.errors.DockerException as exc:
+        raise SandboxError("infrastructure", f"no Docker engine answers: {exc}") from exc
+
+
+def run_once(
+    client: docker.DockerClient,
+    *,
+    image: str,
+    argv: Sequence[str],
+    user: str,
+    workdir: str,
+    env: Sequence[str],
+    binds: Sequence[Bind],
+    limits: Limits,
+    timeout_s: float,
+    stdin: bytes | None = None,
+    labels: Mapping[str, str] | None = None,
+    drop_all_caps: bool = True,
+) -> RunResult:
+    """Run `argv` once in a new container of `image` with no network and the agent's limits;
+    raise SandboxError when Docker itself fails (never for what the command does)."""
+    api = client.api
+    host_config = api.create_host_config(
+        binds=[b.spec() for b in binds],
+        network_mode="none",
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        nano_cpus=int(limits.cpus * 1e9),
+        pids_limit=limits.pids,
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"] if drop_all_caps else None,
+        # A static init (docker-init from the host) reaps what the tests leave behind.
+        init=True,
+        log_config=LogConfig(type="json-file", config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
+    )
+    try:
+        created = api.create_container(
+            image,
+            command=list(argv[1:]),
+            entrypoint=[argv[0]],
+            user=user,
+            working_dir=workdir,
+            environment=list(env),
+            host_config=host_config,
+            labels={ROLE_LABEL: "verifier", **(labels or {})},
+            stdin_open=stdin is not None,
+            detach=stdin is None,
+            network_disabled=True,
+        )
+    except docker.errors.DockerException as exc:
+        raise SandboxError(
+            "verifier", f"cannot create a verifier container of {image}: {exc}"
+        ) from exc
+    cid = created["Id"]
+    started = time.monotonic()
+    try:
+        sock = None
+        if stdin is not None:
+            sock = api.attach_socket(cid, params={"stdin": 1, "stream": 1})
+        api.start(cid)
+        if sock is not None:
+            _send_and_close(sock, stdin or b"")
+        timed_out = False
+        exit_code: int | None = None
+        try:
+            exit_code = int(api.wait(cid, timeout=timeout_s)["StatusCode"])
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            timed_out = True
+            with contextlib.suppress(docker.errors.DockerException):
+                api.kill(cid)
+        duration = time.monotonic() - started
+        state = api.inspect_container(cid)["State"]
+        stdout = api.logs(cid, stdout=True, stderr=False)[-OUTPUT_LIMIT:]
+        stderr = api.logs(cid, stdout=False, stderr=True)[-OUTPUT_LIMIT:]
+        return RunResult(
+            exit_code=None if timed_out else exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            oom_killed=bool(state.get("OOMKilled")),
+            duration_s=duration,
+        )
+    except docker.errors.DockerException as exc:
+        raise SandboxError("verifier", f"verifier container {cid[:12]} failed: {exc}") from exc
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            api.remove_container(cid, force=True, v=True)
+
+
+def _send_and_close(sock: object, data: bytes) -> None:
+    raw = getattr(sock, "_sock", sock)
+    try:
+        raw.sendall(data)
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_WR)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
