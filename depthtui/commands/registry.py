@@ -11,6 +11,8 @@ GROUPS = [
     "depthtui.commands.bench",
     "depthtui.commands.models",
     "depthtui.commands.serve",
+    "depthtui.commands.engine",
+    "depthtui.commands.jobs",
 ]
 
 
