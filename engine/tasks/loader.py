@@ -105,6 +105,7 @@ def load_tasks(paths: Iterable[Path | str]) -> tuple[list[Task], list[TaskError]
     tasks: list[Task] = []
     errors: list[TaskError] = []
     seen: dict[str, Path] = {}
+    attempted: set[Path] = set()
     for raw in paths:
         path = Path(os.path.abspath(raw))
         if not path.exists():
@@ -113,6 +114,9 @@ def load_tasks(paths: Iterable[Path | str]) -> tuple[list[Task], list[TaskError]
             )
             continue
         for folder in task_folders(path, errors):
+            if folder in attempted:
+                continue  # named twice (a dataset and one of its tasks): load it once
+            attempted.add(folder)
             try:
                 task = load_task(folder)
             except TaskError as exc:
@@ -125,12 +129,11 @@ def load_tasks(paths: Iterable[Path | str]) -> tuple[list[Task], list[TaskError]
                 errors.append(error)
                 continue
             if task.id in seen:
-                if seen[task.id] != folder:
-                    error = TaskError(
-                        folder, f"duplicate task id {task.id} (also loaded from {seen[task.id]})"
-                    )
-                    error.folder = folder
-                    errors.append(error)
+                error = TaskError(
+                    folder, f"duplicate task id {task.id} (also loaded from {seen[task.id]})"
+                )
+                error.folder = folder
+                errors.append(error)
                 continue
             seen[task.id] = folder
             tasks.append(task)
