@@ -97,6 +97,7 @@ class Evidence:
     # True when the code would run inside the test process itself (where it could reach the
     # runner's secret); False for a separate program the tests start.
     in_process: bool
+    target: str = ""  # the module or program named, when there is one
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.detail}"
@@ -183,8 +184,11 @@ class _Scanner(ast.NodeVisitor):
         self.strings: dict[str, list[str]] = {}  # variable -> string constants assigned to it
         self.found: list[Evidence] = []
 
-    def add(self, node: ast.AST, kind: str, detail: str, in_process: bool) -> None:
-        self.found.append(Evidence(self.file, getattr(node, "lineno", 0), kind, detail, in_process))
+    def add(
+        self, node: ast.AST, kind: str, detail: str, in_process: bool, target: str = ""
+    ) -> None:
+        line = getattr(node, "lineno", 0)
+        self.found.append(Evidence(self.file, line, kind, detail, in_process, target))
 
     # --- imports -----------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -208,6 +212,7 @@ class _Scanner(ast.NodeVisitor):
                 f"imports '{module}', which is neither the standard library, pytest nor a file "
                 "of the tests (agent-written or image-provided code would run in the runner)",
                 True,
+                module,
             )
 
     # --- assignments: remember string constants, watch sys.path -------------------------------
@@ -264,6 +269,7 @@ class _Scanner(ast.NodeVisitor):
                     "program",
                     f"runs agent-writable code '{program}' via {name}()",
                     False,
+                    program,
                 )
 
     def _agent_program(self, node: ast.Call, shell: bool) -> str | None:
@@ -431,7 +437,6 @@ def scan_shell(name: str, source: str, *, roots: Sequence[str] = ()) -> list[Evi
             continue
         program = agent_program(_split(stripped), roots)
         if program:
-            found.append(
-                Evidence(name, number, "program", f"runs agent-writable code '{program}'", False)
-            )
+            detail = f"runs agent-writable code '{program}'"
+            found.append(Evidence(name, number, "program", detail, False, program))
     return found

@@ -1,0 +1,246 @@
+"""The verifier for Harbor tasks (SPEC §1 "Verifier"): `tests/test.sh` writes the reward.
+
+In a fresh container from the snapshot: the tests at /tests (read-only), test.sh made to run
+offline with the trusted pytest (preamble.py), run as `(/tests/test.sh) >
+/logs/verifier/test-stdout.txt 2>&1` in the workdir, its exit code ignored. /logs/verifier is a
+fresh host folder mounted over whatever the snapshot holds there, so no reward file the agent
+left behind counts, and no agent process survives into the run. reward.json wins over
+reward.txt; missing, empty or garbage is a verifier error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from engine.sandbox.base import SandboxError
+from engine.tasks.model import DEFAULT_HOME, Limits, Task
+from engine.verify.agent_code import RiskReport, scan_python, scan_tests
+from engine.verify.container import Bind, RunResult, docker_client, run_once
+from engine.verify.preamble import OFFLINE_MARKER, OfflineError, rewrite_test_sh
+from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
+from engine.verify.rewards import RewardError, Rewards, gate_passes, parse_rewards
+from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
+
+LOGS_MOUNT = "/logs/verifier"
+COMMAND = f"({TESTS_MOUNT}/test.sh) > {LOGS_MOUNT}/test-stdout.txt 2>&1"
+READ_LIMIT = 1024 * 1024
+OUTPUT_TAIL = 4000
+
+
+@dataclass(frozen=True)
+class HarborSpec:
+    image: str  # the snapshot
+    tests: Mapping[str, Path]  # name under /tests -> host file; must hold test.sh
+    workdir: str = DEFAULT_HOME
+    home: str = DEFAULT_HOME
+    user: str = "root"  # the task's [verifier] user
+    limits: Limits = field(default_factory=Limits)
+    timeout_s: float = 600.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    min_reward: float | Mapping[str, float] | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HarborVerdict:
+    rewards: Rewards
+    passed: bool  # the min_reward gate (never True on an error)
+    error_kind: str | None = None  # "verifier" whenever set
+    error_code: str | None = None
+    error_detail: str | None = None
+    output: str = ""  # tail of test-stdout.txt
+    changes: tuple[str, ...] = ()  # what the offline rewrite of test.sh changed
+    risk: tuple[str, ...] = ()
+    exit_code: int | None = None  # test.sh's; recorded, never used to grade
+    toolchain_sha256: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> HarborSpec:
+    segment = task.segments[segment_idx]
+    values: dict = {
+        "image": image,
+        "tests": dict(segment.tests),
+        "workdir": task.workdir,
+        "home": task.home,
+        "limits": task.limits,
+        "timeout_s": segment.verifier_timeout_sec,
+        "env": dict(segment.verifier_env),
+        "min_reward": segment.min_reward,
+        "labels": {"depthtui.task": task.id},
+    }
+    values.update(overrides)
+    return HarborSpec(**values)
+
+
+def _error(code: str, detail: str, **extra: object) -> HarborVerdict:
+    return HarborVerdict(
+        rewards={},
+        passed=False,
+        error_kind="verifier",
+        error_code=code,
+        error_detail=f"{code}: {detail}",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def run_harbor_verifier(
+    spec: HarborSpec,
+    *,
+    accept_risk: bool = False,
+    client: docker.DockerClient | None = None,
+    toolchain: Toolchain | None = None,
+) -> HarborVerdict:
+    """Run the task's test.sh against snapshot `spec.image` and read its reward. Never raises
+    for what happens in the container; every failure is a verdict with error_kind "verifier"."""
+    if "test.sh" not in spec.tests:
+        return _error("no_test_sh", "the task has no tests/test.sh")
+    try:
+        original = Path(spec.tests["test.sh"]).read_text(errors="replace")
+        rewrite = rewrite_test_sh(original)
+        sources = {n: Path(p).read_bytes() for n, p in spec.tests.items() if n.endswith(".py")}
+    except OfflineError as exc:
+        return _error("needs_network", str(exc))
+    except OSError as exc:
+        return _error("tests_unreadable", str(exc))
+    changes = rewrite.changes
+    if rewrite.runs_pytest:
+        missing = _missing_modules(sources)
+        if missing:
+            return _error(
+                "missing_module",
+                f"the tests import {', '.join(missing)}, which the trusted pytest lacks and the "
+                "verifier cannot download",
+                changes=changes,
+            )
+    risk = _risk({**sources, "test.sh": rewrite.script.encode()}, spec)
+    if risk.flagged and not accept_risk:
+        return _error(
+            "agent_code",
+            "the tests execute agent-written code, which could write the reward itself: "
+            f"{risk.summary()}; grade it anyway only with accept_risk=True",
+            changes=changes,
+            risk=risk.lines(),
+        )
+    try:
+        tc = toolchain or load_toolchain()
+    except ToolchainError as exc:
+        return _error("toolchain", str(exc), changes=changes, risk=risk.lines())
+
+    logs = Path(tempfile.mkdtemp(prefix="depthtui-logs-"))
+    script_dir = Path(tempfile.mkdtemp(prefix="depthtui-testsh-"))
+    try:
+        # Writable by whichever uid the verifier runs as; the folder is this run's alone.
+        logs.chmod(0o777)
+        script = script_dir / "test.sh"
+        script.write_text(rewrite.script)
+        tests = {**spec.tests, "test.sh": script}
+        client = client or docker_client()
+        image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
+        with staged_tests(tests, executable=["test.sh"]) as tests_dir:
+            run = run_once(
+                client,
+                image=spec.image,
+                argv=["/bin/bash", "-c", COMMAND],
+                user=spec.user,
+                workdir=spec.workdir,
+                env=[*image_env, *(f"{k}={v}" for k, v in spec.env.items())],
+                binds=[
+                    Bind(str(tests_dir), TESTS_MOUNT),
+                    Bind(str(tc.path), MOUNT),
+                    Bind(str(logs), LOGS_MOUNT, read_only=False),
+                    Bind("/dev/null", "/etc/ld.so.preload"),
+                ],
+                limits=spec.limits,
+                timeout_s=spec.timeout_s,
+                labels=spec.labels,
+                drop_all_caps=False,
+            )
+        return _judge(spec, run, logs, changes, risk, tc)
+    except (SandboxError, docker.errors.DockerException, OSError) as exc:
+        return _error("docker", str(exc), changes=changes, risk=risk.lines())
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+        shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def _judge(
+    spec: HarborSpec,
+    run: RunResult,
+    logs: Path,
+    changes: tuple[str, ...],
+    risk: RiskReport,
+    tc: Toolchain,
+) -> HarborVerdict:
+    try:
+        stdout = _read_regular(logs / "test-stdout.txt") or b""
+    except RewardError as exc:
+        stdout = str(exc).encode()
+    text = stdout.decode("utf-8", "replace")
+    tail = text if len(text) <= OUTPUT_TAIL else "[...]" + text[-OUTPUT_TAIL:]
+    common = {
+        "output": tail,
+        "changes": changes,
+        "risk": risk.lines(),
+        "exit_code": run.exit_code,
+        "toolchain_sha256": tc.sha256,
+        "duration_s": run.duration_s,
+    }
+    if run.timed_out:
+        return _error("timeout", f"test.sh ran past {spec.timeout_s:g} s and was killed", **common)
+    for line in text.splitlines():
+        if line.startswith(OFFLINE_MARKER):
+            return _error("needs_network", line[len(OFFLINE_MARKER) :].strip(), **common)
+    try:
+        rewards = parse_rewards(
+            _read_regular(logs / "reward.json"), _read_regular(logs / "reward.txt")
+        )
+    except RewardError as exc:
+        return _error("no_reward", str(exc), **common)
+    return HarborVerdict(rewards=rewards, passed=gate_passes(rewards, spec.min_reward), **common)
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """A file the container wrote, read without following links (a link could point anywhere
+    on this host) and only if it is a regular file; None when it does not exist."""
+    where = f"{LOGS_MOUNT}/{path.name}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RewardError(f"{where} is not a regular file ({exc.strerror}); refused") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RewardError(f"{where} is not a regular file; refused")
+        return os.read(fd, READ_LIMIT)
+    finally:
+        os.close(fd)
+
+
+def _missing_modules(sources: Mapping[str, bytes]) -> list[str]:
+    local = {Path(n).parts[0] if "/" in n else Path(n).stem for n in sources}
+    missing: list[str] = []
+    for name, data in sources.items():
+        for ev in scan_python(name, data.decode("utf-8", "replace"), local_modules=local):
+            if ev.kind == "import" and ev.target and ev.target not in missing:
+                missing.append(ev.target)
+    return missing
+
+
+def _risk(sources: Mapping[str, bytes], spec: HarborSpec) -> RiskReport:
+    """Agent code the tests run. Imports are judged by _missing_modules instead: under the
+    trusted pytest a module outside it cannot load at all."""
+    report = scan_tests(sources, home=spec.home, workdir=spec.workdir)
+    return RiskReport(tuple(e for e in report.evidence if e.kind != "import"))

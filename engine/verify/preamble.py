@@ -1,0 +1,542 @@
+"""Make a Harbor `tests/test.sh` run offline with the trusted pytest (SPEC §1 "Offline reality").
+
+Published Terminal-Bench test.sh files start with a network preamble (apt-get install curl, the
+uv installer piped to sh, `source $HOME/.local/bin/env`, `uvx -p 3.13 -w pytest==... pytest ...`,
+`pip install pytest`). The verifier has no network, so each command is judged:
+
+- preamble that only fetches tools: replaced by `true` (keeps `if`/`then` blocks well formed);
+- the pytest command (bare, `python -m pytest`, `uvx ... pytest`, `uv run ... pytest`): its
+  program words become the trusted toolchain's pytest; the test files, options and everything
+  after it (the reward lines) stay; `--ctrf FILE` goes, since that plugin is not in the toolchain;
+- `apt-get install` of anything else: replaced by a check that the packages are already in the
+  image, printing OFFLINE_MARKER (a verifier error) when one is not;
+- anything else that needs the network (other packages for pytest, a download from a remote
+  host, `uv sync`, `git clone https://...`): OfflineError naming the line and why.
+
+Lines inside heredocs and comments are left alone. This reads shell the way bash splits it
+(quotes, `\\` continuations, `&&`/`||`/`;`/`|`/parentheses), not a full parser.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from engine.verify.toolchain import PYTEST
+
+OFFLINE_MARKER = "DEPTHTUI-OFFLINE-MISSING:"
+# Packages the trusted toolchain already provides to pytest.
+PYTEST_PACKAGES = frozenset(
+    {"pytest", "pytest-json-ctrf", "pytest-timeout", "pluggy", "iniconfig", "packaging"}
+)
+# Tools a preamble installs only to fetch other tools; harmless to skip.
+TOOL_PACKAGES = PYTEST_PACKAGES | {"pip", "setuptools", "wheel", "uv"}
+APT_TOOL_PACKAGES = frozenset(
+    {"curl", "wget", "ca-certificates", "gnupg", "python3-pip", "python3-venv", "python3-pytest"}
+    | {"python-is-python3", "pipx"}
+)
+KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"})
+NETWORK_PROGRAMS = frozenset(
+    {"curl", "wget", "git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "gem"}
+    | {"conda", "mamba", "micromamba", "uv", "uvx", "apt", "apt-get", "ssh", "scp", "rsync"}
+    | {"huggingface-cli", "hf", "docker"}
+)
+INSTALL_VERBS = frozenset({"install", "add", "get", "i", "sync", "clone", "fetch", "pull"})
+LOCAL_HOSTS = re.compile(r"^(localhost|127\.[0-9.]+|0\.0\.0\.0|\[::1\]|::1)$")
+URL = re.compile(r"\b(?:https?|ftp|git)://([^/\s:'\"]+)|\bgit@([^:\s]+):")
+OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "(", ")", "&", "\n")
+REDIRECT = re.compile(r"^[0-9]*(?:&?>>?|<<?<?|>&|<&|>\|)[0-9-]*$")
+
+
+class OfflineError(ValueError):
+    """The test.sh needs the network in a way that cannot be replaced offline."""
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    script: str
+    changes: tuple[str, ...]  # "line 5: ... -> ..." for the user
+    runs_pytest: bool  # a pytest command was found and now runs the trusted pytest
+
+
+@dataclass(frozen=True)
+class _Word:
+    raw: str
+    start: int
+    end: int
+
+    @property
+    def value(self) -> str:
+        try:
+            parts = shlex.split(self.raw, comments=False, posix=True)
+        except ValueError:
+            return self.raw
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Command:
+    words: tuple[_Word, ...]
+    pipe_after: bool  # followed by `|`: part of a pipeline with the next command
+
+
+def rewrite_test_sh(text: str, *, pytest: str = PYTEST) -> Rewrite:
+    """The test.sh to run offline; raises OfflineError when it cannot be made to."""
+    out: list[str] = []
+    changes: list[str] = []
+    runs_pytest = False
+    for number, chunk, verbatim in _logical_lines(text):
+        if verbatim:
+            out.append(chunk)
+            continue
+        new, notes, found = _rewrite_line(chunk, number, pytest)
+        runs_pytest = runs_pytest or found
+        out.append(new)
+        changes += [f"line {number}: {note}" for note in notes]
+    script = "".join(out)
+    if changes:
+        script = _add_header(script, len(changes))
+    return Rewrite(script=script, changes=tuple(changes), runs_pytest=runs_pytest)
+
+
+def _add_header(script: str, count: int) -> str:
+    note = f"# depthtui: rewritten to run offline with the trusted pytest ({count} change(s))\n"
+    if script.startswith("#!"):
+        first, _, rest = script.partition("\n")
+        return f"{first}\n{note}{rest}"
+    return note + script
+
+
+# --- splitting into logical lines -----------------------------------------------------------
+
+
+def _logical_lines(text: str):
+    """(first line number, text, verbatim) for each logical line: physical lines joined by
+    `\\` continuations and open quotes; heredoc bodies are verbatim."""
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        start = i
+        chunk = lines[i]
+        i += 1
+        while _continues(chunk) and i < len(lines):
+            chunk += lines[i]
+            i += 1
+        yield start + 1, chunk, False
+        for delimiter, strip_tabs in _heredocs(chunk):
+            body = ""
+            while i < len(lines):
+                line = lines[i]
+                i += 1
+                body += line
+                candidate = line.rstrip("\n")
+                if (candidate.lstrip("\t") if strip_tabs else candidate) == delimiter:
+                    break
+            yield i, body, True
+
+
+def _continues(chunk: str) -> bool:
+    """Whether bash reads on past this chunk's end: an open quote, or a trailing backslash
+    outside a comment."""
+    quote = None
+    i = 0
+    n = len(chunk)
+    at_word_start = True
+    while i < n:
+        c = chunk[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+        elif quote == '"':
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = None
+        elif c == "\\":
+            # Only the chunk's own last line decides: an earlier `\` newline is already joined.
+            if i + 1 >= n or (chunk[i + 1] == "\n" and i + 2 >= n):
+                return True
+            i += 1
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and at_word_start:
+            # A comment runs to the end of its physical line; a trailing backslash there
+            # continues nothing.
+            nl = chunk.find("\n", i)
+            if nl == -1:
+                return False
+            i = nl
+            continue
+        at_word_start = c in " \t\n;&|()"
+        i += 1
+    return quote is not None
+
+
+def _heredocs(chunk: str) -> list[tuple[str, bool]]:
+    found = []
+    for match in re.finditer(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2", chunk):
+        found.append((match.group(3), match.group(1) == "-"))
+    return found
+
+
+# --- splitting a logical line into commands ---------------------------------------------------
+
+
+def _commands(chunk: str) -> list[_Command]:
+    commands: list[_Command] = []
+    words: list[_Word] = []
+    i, n = 0, len(chunk)
+
+    def flush(pipe: bool) -> None:
+        if words:
+            commands.append(_Command(tuple(words), pipe))
+            words.clear()
+
+    while i < n:
+        c = chunk[i]
+        if c in " \t":
+            i += 1
+            continue
+        if c == "\\" and chunk.startswith("\\\n", i):
+            i += 2
+            continue
+        if c == "#":
+            nl = chunk.find("\n", i)
+            i = n if nl == -1 else nl
+            continue
+        op = next((o for o in OPERATORS if chunk.startswith(o, i)), None)
+        if op == "&" and chunk.startswith("&>", i):
+            op = None
+        if op is not None:
+            flush(pipe=op in ("|", "|&"))
+            i += len(op)
+            continue
+        end = _word_end(chunk, i)
+        words.append(_Word(chunk[i:end], i, end))
+        i = end
+    flush(pipe=False)
+    return commands
+
+
+def _word_end(chunk: str, i: int) -> int:
+    n = len(chunk)
+    depth = 0
+    while i < n:
+        c = chunk[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            close = chunk.find("'", i + 1)
+            i = n if close == -1 else close + 1
+            continue
+        if c == '"':
+            i += 1
+            while i < n and chunk[i] != '"':
+                i += 2 if chunk[i] == "\\" else 1
+            i += 1
+            continue
+        if chunk.startswith("$(", i) or chunk.startswith("${", i):
+            depth += 1
+            i += 2
+            continue
+        if depth and c in ")}":
+            depth -= 1
+            i += 1
+            continue
+        if depth == 0:
+            if c in " \t\n;|()":
+                break
+            if c == "&" and not chunk.startswith("&>", i) and chunk[i - 1 : i] not in (">", "<"):
+                break
+        i += 1
+    return min(i, n)
+
+
+# --- judging and rewriting commands ---------------------------------------------------------
+
+
+def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str], bool]:
+    commands = _commands(chunk)
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    found_pytest = False
+    k = 0
+    while k < len(commands):
+        last = k
+        while commands[last].pipe_after and last + 1 < len(commands):
+            last += 1
+        body = _body(commands[k].words)
+        if not body:
+            k += 1
+            continue
+        action = _judge([w.value for w in body], number, chunk)
+        start, end = body[0].start, commands[k].words[-1].end
+        if action[0] == "drop":
+            # A dropped download takes its whole pipeline with it (`curl ... | sh`).
+            end = commands[last].words[-1].end
+            edits.append((start, end, "true"))
+            notes.append(f"removed `{_short(chunk[start:end])}` ({action[1]})")
+            k = last + 1
+            continue
+        if action[0] == "pytest":
+            args = _without_ctrf(body[action[1] :])
+            edits.append((start, end, " ".join([pytest, *(w.raw for w in args)])))
+            notes.append(f"`{_short(chunk[start:end])}` -> the trusted pytest")
+            found_pytest = True
+        elif action[0] == "apt_check":
+            pkgs = " ".join(action[1])
+            check = (
+                f"{{ dpkg -s {pkgs} >/dev/null 2>&1 || {{ echo '{OFFLINE_MARKER} apt packages "
+                f"{pkgs} are not in the image and the verifier has no network'; exit 97; }}; }}"
+            )
+            edits.append((start, end, check))
+            notes.append(f"`{_short(chunk[start:end])}` -> a check that the image has: {pkgs}")
+        k += 1
+    for start, end, new in sorted(edits, reverse=True):
+        chunk = chunk[:start] + new + chunk[end:]
+    return chunk, notes, found_pytest
+
+
+def _body(words: tuple[_Word, ...]) -> list[_Word]:
+    """The words from the program on: leading keywords and VAR=value assignments skipped."""
+    i = 0
+    while i < len(words):
+        value = words[i].raw
+        if value in KEYWORDS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", value):
+            i += 1
+            continue
+        break
+    return list(words[i:])
+
+
+def _plain_args(values: list[str]) -> list[int]:
+    """Indices of the words that are arguments, not redirections (`>/dev/null`, `2>&1`,
+    `> file`)."""
+    out: list[int] = []
+    skip = False
+    for i, v in enumerate(values):
+        if skip:
+            skip = False
+            continue
+        if REDIRECT.match(v):
+            skip = not re.search(r"&[0-9-]+$", v)
+            continue
+        if re.match(r"^[0-9]*(?:&?>>?|<)\S", v):
+            continue
+        out.append(i)
+    return out
+
+
+def _judge(values: list[str], number: int, chunk: str) -> tuple:
+    """('keep',) | ('drop', why) | ('pytest', index of its first argument in `values`) |
+    ('apt_check', pkgs); raises OfflineError."""
+    positions = _plain_args(values)
+    argv = [values[i] for i in positions]
+    if not argv:
+        return ("keep",)
+    action = _judge_argv(argv, number, chunk)
+    if action[0] == "pytest":
+        # From an index among the arguments to one among all words (redirections included).
+        at = action[1]
+        return ("pytest", positions[at] if at < len(positions) else len(values))
+    return action
+
+
+def _judge_argv(argv: list[str], number: int, chunk: str) -> tuple:
+    prog = PurePosixPath(argv[0]).name
+    where = f"test.sh line {number}: `{_short(chunk.strip())}`"
+
+    pytest_at = _pytest_index(argv)
+    if pytest_at is not None:
+        return ("pytest", pytest_at)
+    if prog in ("apt-get", "apt", "aptitude"):
+        return _judge_apt(argv, where)
+    if prog in ("curl", "wget"):
+        urls = [u for u in argv[1:] if URL.search(u)]
+        if any("astral.sh/uv" in u or "/uv/install" in u for u in urls):
+            return ("drop", "uv installer; the trusted pytest replaces uv")
+        _refuse_remote(argv, where)
+        return ("keep",)
+    if prog in ("source", ".") and len(argv) > 1:
+        target = argv[1]
+        if target.endswith((".local/bin/env", ".cargo/env", "bin/activate")):
+            return ("drop", "uv environment set-up")
+        return ("keep",)
+    if prog == "uvx" or (prog == "uv" and argv[1:3] == ["tool", "run"]):
+        tool_args = argv[1:] if prog == "uvx" else argv[3:]
+        action = _judge_uv_tool(tool_args, where)
+        if action[0] == "pytest":
+            return ("pytest", action[1] + len(argv) - len(tool_args))
+        return action
+    if prog == "uv":
+        return _judge_uv(argv, where)
+    if prog in ("pip", "pip3") or (_is_python(prog) and argv[1:3] == ["-m", "pip"]):
+        rest = argv[1:] if prog in ("pip", "pip3") else argv[3:]
+        return _judge_pip(rest, where)
+    if prog in NETWORK_PROGRAMS:
+        _refuse_remote(argv, where)
+        if len(argv) > 1 and argv[1] in INSTALL_VERBS and prog not in ("git",):
+            raise OfflineError(f"{where}: `{prog} {argv[1]}` needs the network")
+    return ("keep",)
+
+
+def _is_python(prog: str) -> bool:
+    return re.match(r"^python[0-9.]*$", prog) is not None
+
+
+def _pytest_index(values: list[str]) -> int | None:
+    """For `pytest ARGS` / `python -m pytest ARGS`: the index of ARGS' first word."""
+    if not values:
+        return None
+    prog = PurePosixPath(values[0]).name
+    if prog in ("pytest", "py.test"):
+        return 1
+    if _is_python(prog) and values[1:3] == ["-m", "pytest"]:
+        return 3
+    return None
+
+
+def _judge_apt(argv: list[str], where: str) -> tuple:
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    if not args:
+        return ("keep",)
+    verb = args[0]
+    if verb in ("update", "upgrade", "dist-upgrade", "full-upgrade", "clean", "autoremove"):
+        return ("drop", f"apt-get {verb}; the verifier has no network")
+    if verb != "install":
+        return ("keep",)
+    pkgs = [re.split(r"[=:]", a)[0] for a in args[1:]]
+    needed = [p for p in pkgs if p not in APT_TOOL_PACKAGES]
+    if not needed:
+        return ("drop", "installs download tools only")
+    return ("apt_check", needed)
+
+
+def _package_names(specs: list[str]) -> list[str]:
+    names = []
+    for spec in specs:
+        for part in spec.split(","):
+            name = re.split(r"[<>=!~\[;@ ]", part.strip(), maxsplit=1)[0].lower().replace("_", "-")
+            if name:
+                names.append(name)
+    return names
+
+
+def _judge_pip(rest: list[str], where: str) -> tuple:
+    if not rest or rest[0] != "install":
+        return ("keep",)
+    specs: list[str] = []
+    i = 1
+    while i < len(rest):
+        a = rest[i]
+        if a in ("-r", "--requirement", "-e", "--editable", "-c", "--constraint"):
+            raise OfflineError(f"{where}: `pip install {a}` needs the network")
+        if a in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--target", "-t"):
+            i += 2
+            continue
+        if not a.startswith("-"):
+            specs.append(a)
+        i += 1
+    other = [p for p in _package_names(specs) if p not in TOOL_PACKAGES]
+    if other:
+        raise OfflineError(
+            f"{where}: installs {', '.join(other)} from the network; the trusted pytest has "
+            "only pytest and pytest-timeout"
+        )
+    return ("drop", "installs pytest tooling; the trusted pytest replaces it")
+
+
+def _judge_uv_tool(args: list[str], where: str) -> tuple:
+    """`uvx [options] TOOL [ARGS]`: the tool must be pytest, its extra packages pytest's own."""
+    withs: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-w", "--with"):
+            withs.append(args[i + 1] if i + 1 < len(args) else "")
+            i += 2
+            continue
+        if a.startswith("--with="):
+            withs.append(a.split("=", 1)[1])
+        elif a in ("-p", "--python", "--from", "--index-url", "--default-index"):
+            i += 2
+            continue
+        elif a.startswith(("--with-requirements", "--with-editable")):
+            raise OfflineError(f"{where}: `{a}` needs the network")
+        elif not a.startswith("-"):
+            break
+        i += 1
+    tool = args[i] if i < len(args) else None
+    other = [p for p in _package_names(withs) if p not in PYTEST_PACKAGES]
+    if other:
+        raise OfflineError(
+            f"{where}: the tests need {', '.join(other)} from the network; the trusted pytest "
+            "has only pytest and pytest-timeout"
+        )
+    if tool is None:
+        return ("drop", "uvx without a command")
+    if _package_names([tool]) != ["pytest"]:
+        raise OfflineError(f"{where}: `uvx {tool}` needs the network")
+    return ("pytest", i + 1)
+
+
+def _judge_uv(argv: list[str], where: str) -> tuple:
+    verb = argv[1] if len(argv) > 1 else ""
+    if verb in ("venv", "init"):
+        return ("drop", f"uv {verb}; the trusted pytest replaces uv")
+    if verb == "pip" and argv[2:3] == ["install"]:
+        return _judge_pip(argv[2:], where)
+    if verb == "add":
+        return _judge_pip(["install", *argv[2:]], where)
+    if verb == "run":
+        args = argv[2:]
+        i = 0
+        withs: list[str] = []
+        while i < len(args) and args[i].startswith("-"):
+            if args[i] in ("-w", "--with"):
+                withs.append(args[i + 1] if i + 1 < len(args) else "")
+                i += 2
+            elif args[i] in ("-p", "--python", "--project", "--directory"):
+                i += 2
+            else:
+                i += 1
+        rest = args[i:]
+        other = [p for p in _package_names(withs) if p not in PYTEST_PACKAGES]
+        if other:
+            raise OfflineError(f"{where}: the tests need {', '.join(other)} from the network")
+        at = _pytest_index(rest)
+        if at is not None:
+            return ("pytest", 2 + i + at)
+    raise OfflineError(f"{where}: `uv {verb}` needs uv and the network")
+
+
+def _refuse_remote(argv: list[str], where: str) -> None:
+    for arg in argv[1:]:
+        for match in URL.finditer(arg):
+            host = (match.group(1) or match.group(2) or "").lower()
+            if host and not LOCAL_HOSTS.match(host):
+                raise OfflineError(f"{where}: downloads from {host}; the verifier has no network")
+
+
+def _without_ctrf(words: list[_Word]) -> list[_Word]:
+    out: list[_Word] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word.value == "--ctrf":
+            skip = True
+            continue
+        if word.value.startswith("--ctrf="):
+            continue
+        out.append(word)
+    return out
+
+
+def _short(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
