@@ -47,7 +47,11 @@ class ExecResult:
     """A harness command run as root outside the agent's shell."""
 
     exit_code: int
+    # stdout and stderr merged, in the order they arrived.
     output: bytes
+    # The same, apart: parse `stdout` as data without the warnings a command prints on stderr.
+    stdout: bytes = b""
+    stderr: bytes = b""
 
 
 class Sandbox(Protocol):

@@ -1,0 +1,477 @@
+"""Docker containers for episodes: the Sandbox of base.py, made real.
+
+A container's main process is a root sleeper under docker-init (which reaps orphans), so the
+agent's shell dying never stops the container. The agent reaches it only through its persistent
+shell (shell.py); every other operation is a root exec or the engine's archive API, which the
+agent can neither see nor influence.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+
+import docker.errors
+
+import docker
+from engine.sandbox import procs
+from engine.sandbox.base import CallResult, ExecResult, SandboxError
+from engine.sandbox.dockerapi import STDOUT, connect, engine_is_local, start_exec
+from engine.sandbox.gc import remove_image
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, owner_id
+from engine.sandbox.shell import PersistentShell
+from engine.tasks.model import Limits, Task
+
+# Capabilities kept in the bounding set. The agent runs as an unprivileged uid with
+# no-new-privileges, so it holds none of them; they are there for the root-side harness execs:
+#   CHOWN, FOWNER, FSETID     plant files owned by the agent, set modes on its files (faults)
+#   DAC_OVERRIDE              read and restore any file whatever its mode (manifest, mode-000)
+#   KILL                      kill the agent's processes on a timeout and at the end
+#   SETUID, SETGID            start execs (the agent's shell, verifier runs) as another user
+# Everything else Docker grants by default is dropped: NET_RAW, NET_BIND_SERVICE, MKNOD,
+# SYS_CHROOT, AUDIT_WRITE, SETPCAP, SETFCAP.
+KEPT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETUID", "SETGID")
+
+# Runs forever as root; `sleep` is asked again every day so busybox images work too.
+SLEEPER = ["/bin/sh", "-c", "while :; do sleep 86400; done"]
+
+# $1 uid, $2 user name, $3 home, $4 workdir. Makes sure the agent user exists, owns its home,
+# and the workdir exists; prints "gid N" and "sleeper PID" (pid 1's only child at this point).
+_SETUP = r"""
+uid=$1; user=$2; home=$3; workdir=$4; gid=
+while IFS=: read -r n _ u g _; do
+    if [ "$u" = "$uid" ]; then gid=$g; break; fi
+done < /etc/passwd
+if [ -z "$gid" ]; then
+    gid=$uid
+    have=
+    while IFS=: read -r n _ g _; do
+        if [ "$g" = "$gid" ]; then have=1; break; fi
+    done < /etc/group
+    [ -n "$have" ] || echo "$user:x:$gid:" >> /etc/group
+    echo "$user:x:$uid:$gid::$home:/bin/bash" >> /etc/passwd
+fi
+if [ ! -d "$home" ]; then mkdir -p "$home"; fi
+if [ "$uid" != 0 ]; then chown "$uid:$gid" "$home"; fi
+if [ ! -d "$workdir" ]; then
+    mkdir -p "$workdir"
+    if [ "$uid" != 0 ]; then chown "$uid:$gid" "$workdir"; fi
+fi
+echo "gid $gid"
+for d in /proc/[0-9]*; do
+    read -r line 2>/dev/null < "$d/stat" || continue
+    set -- ${line##*) }
+    if [ "$2" = 1 ]; then echo "sleeper ${d#/proc/}"; break; fi
+done
+"""
+
+
+class DockerSandbox:
+    """One running container for one episode, with the agent's persistent shell."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        task: Task,
+        limits: Limits,
+    ) -> None:
+        self.client = client
+        self.api = client.api
+        self._id = container_id
+        self.task = task
+        self.limits = limits
+        self.agent_uid = task.agent_uid
+        self.agent_gid = task.agent_uid
+        self.sleeper_pid: int | None = None
+        self.snapshots: list[str] = []
+        self.closed = False
+        self.shell: PersistentShell | None = None
+
+    # --- the Sandbox protocol ---------------------------------------------------------------
+
+    @property
+    def container_id(self) -> str:
+        return self._id
+
+    @property
+    def home(self) -> str:
+        return self.task.home
+
+    def run(self, command: str, timeout: float | None = None) -> CallResult:
+        self._check_open()
+        assert self.shell is not None
+        return self.shell.run(command, timeout)
+
+    def exec_root(
+        self, argv: list[str], stdin: bytes | None = None, timeout: float = 60.0
+    ) -> ExecResult:
+        return self.exec_as("0", argv, stdin=stdin, timeout=timeout)
+
+    def exec_as(
+        self,
+        user: str,
+        argv: list[str],
+        stdin: bytes | None = None,
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        """Run a command in its own exec (never the agent's shell). When the container's process
+        limit is exhausted (a fork bomb), the limit is raised for the moment of the exec."""
+        self._check_open()
+        result = self._exec_once(user, argv, stdin, timeout, env, workdir)
+        if result.exit_code in (126, 127, -1) and _out_of_pids(result):
+            with self._pid_headroom():
+                result = self._exec_once(user, argv, stdin, timeout, env, workdir)
+        return result
+
+    def put_path(self, host_path: Path, dest: str, owner: str = "root") -> None:
+        host_path = Path(host_path)
+        if not host_path.exists():
+            raise SandboxError("upload", f"{host_path} does not exist on the host")
+        uid, gid = self._owner(owner)
+        dest_p = PurePosixPath(dest)
+
+        def chown(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+            return info
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(str(host_path), arcname=dest_p.name, filter=chown)
+        self._put_archive(str(dest_p.parent), buf.getvalue())
+
+    def put_bytes(self, dest: str, data: bytes, mode: int = 0o644, owner: str = "root") -> None:
+        uid, gid = self._owner(owner)
+        dest_p = PurePosixPath(dest)
+        info = tarfile.TarInfo(dest_p.name)
+        info.size, info.mode, info.uid, info.gid = len(data), mode, uid, gid
+        info.mtime = int(time.time())
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.addfile(info, io.BytesIO(data))
+        self._put_archive(str(dest_p.parent), buf.getvalue())
+
+    def get_bytes(self, path: str) -> bytes:
+        with self._archive(path) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise SandboxError("not_found", f"{path} is not a regular file in the container")
+            f = tar.extractfile(member)
+            assert f is not None
+            return f.read()
+
+    def get_path(self, path: str, host_dest: Path) -> Path:
+        """Copy a file or folder out of the container to `host_dest` (which it becomes)."""
+        host_dest = Path(host_dest)
+        host_dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = host_dest.parent / f".{host_dest.name}.depthtui-get"
+        with self._archive(path) as tar:
+            tar.extractall(staging, filter="data")
+        (staging / PurePosixPath(path).name).rename(host_dest)
+        staging.rmdir()
+        return host_dest
+
+    def rootfs(self) -> Path | None:
+        if not engine_is_local():
+            return None
+        try:
+            info = self.api.inspect_container(self._id)
+        except docker.errors.APIError:
+            return None
+        merged = (info.get("GraphDriver") or {}).get("Data", {}).get("MergedDir")
+        if merged and os.access(merged, os.R_OK | os.X_OK):
+            return Path(merged)
+        return None
+
+    def kill_agent_processes(self) -> list[tuple[int, str]]:
+        """Kill every process of the agent user; the sleeper (root) stays. Returns what was
+        killed when that is known. The agent's shell is among them: the next `run` starts a
+        new one and says so."""
+        self._check_open()
+        if self.agent_uid != 0:
+            # kill(-1) as the agent reaches every process of that uid in one atomic sweep, so a
+            # fork bomb cannot outrun it.
+            before = self._list_uid()
+            for _ in range(5):
+                self.exec_as(str(self.agent_uid), ["/bin/sh", "-c", "kill -9 -1"], timeout=30)
+                if not self._list_uid():
+                    break
+            return before
+        result = self.exec_root(procs.sh(procs.KILL_UID, 0, self.sleeper_pid or 1))
+        return procs.parse_pids(result.stdout)
+
+    def snapshot(self) -> str:
+        """`docker commit` of the container (labelled as this owner's snapshot); the image id."""
+        self._check_open()
+        try:
+            image = self.api.commit(
+                self._id,
+                changes=[f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError("snapshot", exc.explanation or str(exc)) from None
+        image_id = image["Id"]
+        self.snapshots.append(image_id)
+        return image_id
+
+    def close(self, remove_snapshots: bool = False) -> None:
+        """Stop and remove the container (and, if asked, its snapshot images); idempotent."""
+        if not self.closed:
+            self.closed = True
+            if self.shell is not None:
+                self.shell.close()
+            try:
+                self.api.remove_container(self._id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    raise SandboxError(
+                        "container", f"cannot remove {self._id[:12]}: {exc}"
+                    ) from None
+        if remove_snapshots:
+            for image_id in self.snapshots:
+                remove_image(self.client, image_id)
+            self.snapshots.clear()
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(remove_snapshots=True)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError("container", f"sandbox {self._id[:12]} is closed")
+
+    def _exec_once(
+        self,
+        user: str,
+        argv: list[str],
+        stdin: bytes | None,
+        timeout: float,
+        env: dict[str, str] | None,
+        workdir: str | None,
+    ) -> ExecResult:
+        try:
+            exec_id = self.api.exec_create(
+                self._id,
+                argv,
+                stdin=stdin is not None,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user=user,
+                environment=[f"{k}={v}" for k, v in (env or {}).items()] or None,
+                workdir=workdir,
+            )["Id"]
+        except docker.errors.NotFound:
+            raise SandboxError("container", f"container {self._id[:12]} is gone") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError("exec", exc.explanation or str(exc)) from None
+        stream = start_exec(self.api, exec_id)
+        out, err, both = bytearray(), bytearray(), bytearray()
+        try:
+            if stdin is not None:
+                stream.send(stdin)
+                stream.close_input()
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SandboxError("exec", f"{_show(argv)} did not finish within {timeout:g} s")
+                frames = stream.read(left)
+                if frames is None:
+                    break
+                for kind, data in frames:
+                    (out if kind == STDOUT else err).extend(data)
+                    both += data
+        finally:
+            stream.close()
+        code = None
+        for _ in range(100):
+            info = self.api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                break
+            time.sleep(0.01)
+        return ExecResult(
+            exit_code=-1 if code is None else code,
+            output=bytes(both),
+            stdout=bytes(out),
+            stderr=bytes(err),
+        )
+
+    def _pid_headroom(self) -> _Headroom:
+        return _Headroom(self.api, self._id, self.limits.pids)
+
+    def _list_uid(self) -> list[tuple[int, str]]:
+        result = self.exec_root(procs.sh(procs.LIST_UID, self.agent_uid))
+        return procs.parse_pids(result.stdout)
+
+    def _owner(self, owner: str) -> tuple[int, int]:
+        if owner == "root":
+            return 0, 0
+        if owner in (self.task.agent_user, "agent"):
+            return self.agent_uid, self.agent_gid
+        uid, _, gid = owner.partition(":")
+        if uid.isdigit() and (not gid or gid.isdigit()):
+            return int(uid), int(gid or uid)
+        result = self.exec_root(["id", "-u", owner])
+        group = self.exec_root(["id", "-g", owner])
+        if result.exit_code != 0 or group.exit_code != 0:
+            raise SandboxError("upload", f"owner {owner!r} is no user in the container")
+        return int(result.stdout), int(group.stdout)
+
+    def _put_archive(self, parent: str, data: bytes) -> None:
+        try:
+            self.api.put_archive(self._id, parent, data)
+            return
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise SandboxError("upload", f"{parent}: {exc.explanation or exc}") from None
+        made = self.exec_root(["mkdir", "-p", parent])
+        if made.exit_code != 0:
+            raise SandboxError("upload", f"cannot create {parent}: {made.output.decode()[:300]}")
+        try:
+            self.api.put_archive(self._id, parent, data)
+        except docker.errors.APIError as exc:
+            raise SandboxError("upload", f"{parent}: {exc.explanation or exc}") from None
+
+    def _archive(self, path: str) -> tarfile.TarFile:
+        try:
+            stream, _ = self.api.get_archive(self._id, path)
+        except docker.errors.NotFound:
+            raise SandboxError("not_found", f"{path} does not exist in the container") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError("download", f"{path}: {exc.explanation or exc}") from None
+        return tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r")
+
+
+class _Headroom:
+    """Raises a container's pids limit for a moment (so a root exec can start beside a fork bomb)
+    and puts it back."""
+
+    EXTRA = 64
+
+    def __init__(self, api: docker.APIClient, container_id: str, pids: int) -> None:
+        self.api, self.id, self.pids = api, container_id, pids
+
+    def __enter__(self) -> None:
+        self.api.update_container(self.id, pids_limit=self.pids + self.EXTRA)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.api.update_container(self.id, pids_limit=self.pids)
+        except docker.errors.APIError:
+            pass
+
+
+def _out_of_pids(result: ExecResult) -> bool:
+    text = result.output.lower()
+    return b"resource temporarily unavailable" in text or b"oci runtime exec failed" in text
+
+
+def _show(argv: list[str]) -> str:
+    return " ".join(argv)[:120]
+
+
+def start_sandbox(
+    task: Task,
+    image: str,
+    *,
+    labels: dict[str, str],
+    network: bool = False,
+    limits: Limits | None = None,
+    volumes: dict[str, dict[str, str]] | None = None,
+    client: docker.DockerClient | None = None,
+) -> DockerSandbox:
+    """Start a container for one episode and its agent shell; ready for `run` on return.
+
+    `labels` should carry `depthtui.job` and `depthtui.episode`; `depthtui.owner` (this process)
+    and `depthtui.role=agent` are added unless given. `volumes` is Docker's bind form
+    ({host path: {"bind": path, "mode": "ro"}}), for the verifier's read-only mounts.
+    """
+    client = client or connect()
+    limits = limits or task.limits
+    all_labels = {LABEL_OWNER: owner_id(), LABEL_ROLE: "agent", **labels}
+    host_config = client.api.create_host_config(
+        network_mode="bridge" if network else "none",
+        nano_cpus=int(limits.cpus * 1e9),
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        pids_limit=limits.pids,
+        security_opt=["no-new-privileges"],
+        cap_drop=["ALL"],
+        cap_add=list(KEPT_CAPS),
+        init=True,
+        binds=volumes or None,
+    )
+    try:
+        created = client.api.create_container(
+            image,
+            entrypoint=SLEEPER[:1],
+            command=SLEEPER[1:],
+            user="0",
+            labels=all_labels,
+            environment=dict(task.environment.env) or None,
+            host_config=host_config,
+            network_disabled=not network,
+        )
+        container_id = created["Id"]
+    except docker.errors.ImageNotFound:
+        raise SandboxError("container", f"image {image} is not on this engine") from None
+    except docker.errors.APIError as exc:
+        raise SandboxError("container", f"cannot create a container of {image}: {exc}") from None
+    sandbox = DockerSandbox(client, container_id, task, limits)
+    try:
+        client.api.start(container_id)
+        _prepare(sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
+
+
+def _prepare(sandbox: DockerSandbox) -> None:
+    task = sandbox.task
+    result = sandbox.exec_root(
+        procs.sh(_SETUP, task.agent_uid, task.agent_user, task.home, task.workdir)
+    )
+    if result.exit_code != 0:
+        detail = result.output.decode("utf-8", "replace")[-500:]
+        raise SandboxError("container", f"setting up the agent user failed: {detail}")
+    for line in result.stdout.decode().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "gid" and value.isdigit():
+            sandbox.agent_gid = int(value)
+        elif key == "sleeper" and value.isdigit():
+            sandbox.sleeper_pid = int(value)
+    env = {
+        "HOME": task.home,
+        "USER": task.agent_user,
+        "LOGNAME": task.agent_user,
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_PAGER": "cat",
+        **task.environment.env,
+    }
+    sandbox.shell = PersistentShell(
+        sandbox.api,
+        sandbox.container_id,
+        user=f"{task.agent_uid}:{sandbox.agent_gid}",
+        env=env,
+        workdir=task.workdir,
+        home=task.home,
+        exec_as=sandbox.exec_as,
+        default_timeout=sandbox.limits.command_timeout_sec,
+    )
+    sandbox.shell.start()

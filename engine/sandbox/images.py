@@ -1,0 +1,345 @@
+"""Task images: built once per content, from a filtered copy of the task's build context.
+
+The tag is `depthtui-task/<slug>:<hash>`, the hash covering every file that goes into the build
+(private files left out), the Dockerfile as built and the ids of the FROM images, so a second
+build of an unchanged task is a lookup and any change rebuilds. A FROM image that is neither on
+the engine nor pullable (offline: ubuntu:*, debian:*, python:*-slim, ...) is replaced by the local
+base image, with a warning that names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import stat
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker.errors
+
+import docker
+from engine.sandbox.base import SandboxError
+from engine.sandbox.dockerapi import connect
+from engine.tasks.model import Task
+
+BASE_IMAGE = "depthtui/base:bookworm"
+TAG_REPO = "depthtui-task"
+LOG_TAIL_LINES = 40
+
+Progress = Callable[[str], None]
+
+_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_STAGE = re.compile(r"\s+AS\s+(\S+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    tag: str
+    # False when the image already existed (same content) or the task's prebuilt image was used.
+    built: bool
+    warnings: tuple[str, ...] = ()
+    log_path: Path | None = None
+
+
+def build_image(
+    task: Task,
+    log_dir: Path,
+    on_progress: Progress | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    client: docker.DockerClient | None = None,
+    pull: bool = True,
+) -> ImageResult:
+    """The image for `task`'s environment, building it only when its content changed.
+
+    Raises SandboxError("build", <the build log's last lines>) when the build fails: an error of
+    this task, not of the run. `labels` are put on a built image (tests mark theirs).
+    """
+    say = on_progress or (lambda line: None)
+    client = client or connect()
+    env = task.environment
+    if env.image and _have(client, env.image):
+        return ImageResult(tag=env.image, built=False)
+    text = _dockerfile_text(task)
+    warnings: list[str] = []
+    if text is None:
+        if env.image and pull and _pull(client, env.image):
+            return ImageResult(tag=env.image, built=False)
+        if env.image:
+            warning = (
+                f"{task.id}: image {env.image} is neither on this engine nor pullable; "
+                f"substituted {BASE_IMAGE}"
+            )
+            say(f"warning: {warning}")
+            return ImageResult(tag=BASE_IMAGE, built=False, warnings=(warning,))
+        raise SandboxError("build", f"{task.source_path}: the task has no Dockerfile and no image")
+
+    text, base_ids, substituted = _resolve_froms(client, text, pull)
+    for original in substituted:
+        warning = (
+            f"{task.id}: FROM {original} cannot be had on this engine (not present, not "
+            f"pullable); substituted {BASE_IMAGE}"
+        )
+        warnings.append(warning)
+        say(f"warning: {warning}")
+
+    files = list(_context_files(task))
+    digest = hashlib.sha256()
+    digest.update(text.encode())
+    for base_id in base_ids:
+        digest.update(base_id.encode())
+    for rel, path, st in files:
+        _hash_entry(digest, rel, path, st)
+    content = digest.hexdigest()[:20]
+    slug = _slug(task.id)
+    tag = f"{TAG_REPO}/{slug}:{content}"
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{slug}-{content}.log"
+    if _have(client, tag):
+        return ImageResult(tag=tag, built=False, warnings=tuple(warnings), log_path=log_path)
+
+    with tempfile.TemporaryFile() as context, log_path.open("w", encoding="utf-8") as log:
+        for warning in warnings:
+            log.write(f"warning: {warning}\n")
+        _write_context(context, files, text)
+        context.seek(0)
+        _run_build(client, context, tag, task, labels or {}, log, say)
+    return ImageResult(tag=tag, built=True, warnings=tuple(warnings), log_path=log_path)
+
+
+def _dockerfile_text(task: Task) -> str | None:
+    env = task.environment
+    if env.dockerfile_text is not None:
+        return env.dockerfile_text
+    if env.dockerfile is None:
+        return None
+    try:
+        return Path(env.dockerfile).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SandboxError(
+            "build", f"{env.dockerfile}: cannot read the Dockerfile ({exc})"
+        ) from None
+
+
+def _have(client: docker.DockerClient, ref: str) -> bool:
+    try:
+        client.api.inspect_image(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.APIError:
+        return False
+    return True
+
+
+# Refs a pull already failed for in this process: offline, each would fail again the same way.
+_UNPULLABLE: set[str] = set()
+
+
+def _pull(client: docker.DockerClient, ref: str) -> bool:
+    if ref in _UNPULLABLE:
+        return False
+    last = ref.rsplit("/", 1)[-1]
+    repo, tag = ref.rsplit(":", 1) if ":" in last and "@" not in ref else (ref, "latest")
+    try:
+        client.api.pull(repo, tag=tag)
+    except Exception:  # offline: DNS, refused, timeout, not found all mean "cannot be had"
+        _UNPULLABLE.add(ref)
+        return False
+    return _have(client, ref)
+
+
+def _resolve_froms(
+    client: docker.DockerClient, text: str, pull: bool
+) -> tuple[str, list[str], list[str]]:
+    """The Dockerfile with unobtainable FROM images replaced by BASE_IMAGE; the ids of the FROM
+    images used (for the content hash); the refs that were replaced."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    lines = text.splitlines(keepends=True)
+    base_ids: list[str] = []
+    substituted: list[str] = []
+    seen_from = False
+    for i, line in enumerate(lines):
+        arg = _ARG.match(line)
+        if arg and not seen_from:
+            args[arg.group(1)] = arg.group(2) or ""
+            continue
+        m = _FROM.match(line)
+        if not m:
+            continue
+        seen_from = True
+        ref = _expand(m.group(3), args)
+        stage = _STAGE.match(m.group(4))
+        if ref.lower() in stages or ref == "scratch":
+            pass
+        elif _have(client, ref) or (pull and _pull(client, ref)):
+            base_ids.append(client.api.inspect_image(ref)["Id"])
+        else:
+            substituted.append(ref)
+            base_ids.append(client.api.inspect_image(BASE_IMAGE)["Id"])
+            ending = "\n" if line.endswith("\n") else ""
+            lines[i] = f"{m.group(1)}{m.group(2)}{BASE_IMAGE}{m.group(4).rstrip()}{ending}"
+        if stage:
+            stages.add(stage.group(1).lower())
+    return "".join(lines), base_ids, substituted
+
+
+def _expand(ref: str, args: dict[str, str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        return args.get(name) or (m.group(2) or "")
+
+    return _VAR.sub(one, ref)
+
+
+def _private(task: Task) -> list[str]:
+    """Private files as posix paths relative to the build context."""
+    env = task.environment
+    out = []
+    for item in env.private_files:
+        p = Path(item)
+        if p.is_absolute():
+            if env.context_dir is None:
+                continue
+            try:
+                p = p.resolve().relative_to(Path(env.context_dir).resolve())
+            except ValueError:
+                continue  # outside the context: it cannot enter the image anyway
+        out.append(p.as_posix().strip("/"))
+    return out
+
+
+def _context_files(task: Task) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """(relative path, host path, lstat) of every entry of the filtered context, sorted."""
+    root = task.environment.context_dir
+    if root is None:
+        return
+    root = Path(root)
+    if not root.is_dir():
+        raise SandboxError("build", f"{root}: the build context is not a folder")
+    private = _private(task)
+
+    def hidden(rel: str) -> bool:
+        return any(rel == p or rel.startswith(p + "/") for p in private)
+
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if hidden(rel):
+                if name in dirnames:
+                    dirnames.remove(name)
+                continue
+            if rel == "Dockerfile":
+                continue  # the Dockerfile goes in as built (see _write_context)
+            yield rel, path, path.lstat()
+
+
+def _hash_entry(digest: hashlib._Hash, rel: str, path: Path, st: os.stat_result) -> None:
+    digest.update(f"\0{rel}\0{stat.S_IFMT(st.st_mode)}\0{st.st_mode & 0o7777}\0".encode())
+    if stat.S_ISREG(st.st_mode):
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    elif stat.S_ISLNK(st.st_mode):
+        digest.update(os.readlink(path).encode())
+
+
+def _write_context(
+    out: io.IOBase, files: list[tuple[str, Path, os.stat_result]], dockerfile: str
+) -> None:
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for rel, path, _ in files:
+            tar.add(str(path), arcname=rel, recursive=False)
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+
+
+def _run_build(
+    client: docker.DockerClient,
+    context: io.IOBase,
+    tag: str,
+    task: Task,
+    labels: dict[str, str],
+    log: io.TextIOBase,
+    say: Progress,
+) -> None:
+    limit = task.environment.build_timeout_sec
+    deadline = time.monotonic() + limit
+    error = ""
+    try:
+        stream = client.api.build(
+            fileobj=context,
+            custom_context=True,
+            dockerfile="Dockerfile",
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels={"depthtui.task": task.id, **labels},
+            timeout=int(limit) + 5,
+        )
+        for chunk in stream:
+            line = chunk.get("stream") or chunk.get("status") or ""
+            if chunk.get("error"):
+                error = chunk["error"]
+                line = f"ERROR: {error}\n"
+            if line:
+                log.write(line if line.endswith("\n") else line + "\n")
+                log.flush()
+                if line.strip():
+                    say(line.rstrip("\n"))
+            if time.monotonic() > deadline:
+                error = f"the build took longer than build_timeout_sec = {limit:g} s"
+                log.write(f"ERROR: {error}\n")
+                stream.close()
+                break
+    except docker.errors.APIError as exc:
+        error = exc.explanation or str(exc)
+        log.write(f"ERROR: {error}\n")
+    except Exception as exc:  # a read timeout: a step silent for longer than the limit
+        error = f"the build stopped answering within build_timeout_sec = {limit:g} s ({exc})"
+        log.write(f"ERROR: {error}\n")
+    log.flush()
+    if error:
+        tail = _tail(Path(log.name), LOG_TAIL_LINES)
+        raise SandboxError(
+            "build", f"building the image of {task.id} failed (log: {log.name}):\n{tail}"
+        )
+
+
+def _tail(path: Path, lines: int) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def _slug(task_id: str) -> str:
+    slug = re.sub(r"[^a-z0-9._-]+", "-", task_id.lower())
+    slug = re.sub(r"[._-]{2,}", "-", slug).strip("._-")
+    return slug[:100] or "task"
+
+
+def remove_task_images(client: docker.DockerClient, task: Task) -> list[str]:
+    """Remove every built image of a task (all content hashes); the tags removed."""
+    removed = []
+    for img in client.api.images(name=f"{TAG_REPO}/{_slug(task.id)}"):
+        for ref in img.get("RepoTags") or []:
+            try:
+                client.api.remove_image(ref, force=True)
+                removed.append(ref)
+            except docker.errors.NotFound:
+                pass
+    return removed

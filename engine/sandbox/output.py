@@ -1,0 +1,117 @@
+"""What a command printed, kept bounded, and the text the model is shown (SPEC §3).
+
+Two bounds, for two readers: the store keeps the raw bytes up to a head and a tail of
+`HEAD_BYTES`/`TAIL_BYTES` (so memory stays bounded whatever a command prints), and the model sees
+at most the first `HEAD_CHARS` and the last `TAIL_CHARS` characters with the omitted count between.
+"""
+
+from __future__ import annotations
+
+import re
+
+HEAD_BYTES = 512 * 1024
+TAIL_BYTES = 512 * 1024
+HEAD_CHARS = 2000
+TAIL_CHARS = 1000
+
+# C0 controls other than \t and \n, DEL, and the C1 range: a terminal would act on them, a model
+# should see them as text.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class BoundedCapture:
+    """Keeps the first `head` bytes and the last `tail` bytes written, and counts them all."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self.head_limit = head
+        self.tail_limit = tail
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        n = len(data)
+        if not n:
+            return
+        self.total += n
+        room = self.head_limit - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+            if not len(data):
+                return
+        if len(data) >= self.tail_limit:
+            self._tail = bytearray(data[len(data) - self.tail_limit :])
+            return
+        self._tail += data
+        excess = len(self._tail) - self.tail_limit
+        if excess > 0:
+            del self._tail[:excess]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self._head) + len(self._tail)
+
+    @property
+    def head(self) -> bytes:
+        return bytes(self._head)
+
+    @property
+    def tail(self) -> bytes:
+        return bytes(self._tail)
+
+    def data(self) -> bytes:
+        """Head then tail. When `truncated`, the gap lies right after the first `head_limit`
+        bytes and `total - len(data())` bytes are missing there."""
+        return bytes(self._head) + bytes(self._tail)
+
+
+def decode_safely(data: bytes) -> str:
+    """Bytes as text a model can read: invalid UTF-8 becomes U+FFFD, CRLF becomes LF, and every
+    other control character is written out as `\\xNN` so it cannot act on a terminal."""
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def cap_text(text: str, omitted_extra: int = 0) -> str:
+    """SPEC §3: the first 2,000 and the last 1,000 characters with `[... N characters omitted
+    ...]` between. `omitted_extra` counts characters already dropped before `text` was made (the
+    bounded capture's gap), so N stays the real count."""
+    if len(text) <= HEAD_CHARS + TAIL_CHARS and not omitted_extra:
+        return text
+    omitted = len(text) - HEAD_CHARS - TAIL_CHARS + omitted_extra
+    return f"{text[:HEAD_CHARS]}\n[... {omitted} characters omitted ...]\n{text[-TAIL_CHARS:]}"
+
+
+def model_text(head: bytes, tail: bytes, total: int) -> str:
+    """The capped, safely decoded output of a bounded capture (head, tail and the byte total).
+    Bytes lost in the capture's gap are counted as one character each: the exact count of
+    characters that were never kept cannot be known."""
+    gap = total - len(head) - len(tail)
+    if gap <= 0:
+        return cap_text(decode_safely(head + tail))
+    first = decode_safely(head)
+    last = decode_safely(tail)
+    omitted = len(first) - HEAD_CHARS + len(last) - TAIL_CHARS + gap
+    return f"{first[:HEAD_CHARS]}\n[... {omitted} characters omitted ...]\n{last[-TAIL_CHARS:]}"
+
+
+def status_line(exit_code: int | None, timed_out: bool) -> str:
+    """`[exit code N]` or `[timed out]` (SPEC §3); the agent loop may add `; K command(s) left`
+    inside the brackets."""
+    if timed_out:
+        return "[timed out]"
+    if exit_code is None:
+        return "[no exit code]"
+    return f"[exit code {exit_code}]"
+
+
+def observation(text: str, exit_code: int | None, timed_out: bool, note: str = "") -> str:
+    """The model-facing result of one call: capped output, the status line, then the note."""
+    parts = []
+    if text:
+        parts.append(text if text.endswith("\n") else text + "\n")
+    parts.append(status_line(exit_code, timed_out))
+    if note:
+        parts.append(f"\n[{note}]")
+    return "".join(parts)

@@ -1,0 +1,120 @@
+"""Root-side shell scripts the harness runs inside a container (`sh -c SCRIPT sh ARGS...`).
+
+They use only POSIX sh builtins and /proc, so they work in any task image that has /bin/sh
+(Debian, Ubuntu, Alpine's busybox) without trusting any binary of the image beyond sh itself.
+Each prints one line per process it acted on: `pid comm`.
+"""
+
+from __future__ import annotations
+
+# Lists every process as "pid ppid uid starttime comm" (starttime in clock ticks since boot).
+_LIST = r"""
+list_procs() {
+    for d in /proc/[0-9]*; do
+        p=${d#/proc/}
+        read -r line 2>/dev/null < "$d/stat" || continue
+        uid=
+        while read -r key a _ ; do
+            if [ "$key" = "Uid:" ]; then uid=$a; break; fi
+        done 2>/dev/null < "$d/status"
+        comm=${line#*(}; comm=${comm%)*}
+        rest=${line##*) }
+        set -- $rest
+        echo "$p $2 $uid ${20} $comm"
+    done
+}
+"""
+
+# $1 = the agent shell's pid, $2 = when the command began, in clock ticks since boot, or, written
+# as -N, N ticks before now (for an engine on another machine, whose boot clock we cannot read).
+# Kills every descendant of the shell that started since the command began (earlier background
+# jobs are left alone), and never the shell itself.
+KILL_COMMAND = (
+    _LIST
+    + r"""
+shell=$1; since=$2
+case "$since" in
+    -*)
+        read -r up _ < /proc/uptime
+        whole=${up%.*}; frac=${up#*.}
+        since=$(( whole * 100 + 1${frac%"${frac#??}"} - 100 + since )) ;;
+esac
+procs=$(list_procs)
+tree=" $shell "
+grew=1
+while [ $grew = 1 ]; do
+    grew=0
+    while read -r p pp uid start comm; do
+        case "$tree" in *" $p "*) continue ;; esac
+        case "$tree" in *" $pp "*) tree="$tree$p "; grew=1 ;; esac
+    done <<EOF
+$procs
+EOF
+done
+while read -r p pp uid start comm; do
+    [ "$p" = "$shell" ] && continue
+    case "$tree" in *" $p "*) ;; *) continue ;; esac
+    [ "$start" -ge "$since" ] || continue
+    kill -9 "$p" 2>/dev/null && echo "$p $comm"
+done <<EOF
+$procs
+EOF
+exit 0
+"""
+)
+
+# $1 = a pid. Prints "cwd <dir>": where that process is. Run as the process's own user: root
+# without CAP_SYS_PTRACE may not look into another user's process.
+CWD_OF = r"""
+cd "/proc/$1/cwd" 2>/dev/null && echo "cwd $(pwd -P)"
+exit 0
+"""
+
+# $1 = a uid, $2 = pid of the container's sleeper (kept). Kills every process of that uid but
+# pid 1, the sleeper and its children, and this script. For a root agent, where `kill -1` as the
+# agent would take the sleeper too.
+KILL_UID = (
+    _LIST
+    + r"""
+target=$1; keep=" 1 $2 $$ "; parents=" $2 $$ "
+for round in 1 2 3 4 5; do
+    n=0
+    while read -r p pp uid start comm; do
+        [ "$uid" = "$target" ] || continue
+        case "$keep" in *" $p "*) continue ;; esac
+        case "$parents" in *" $pp "*) continue ;; esac
+        kill -9 "$p" 2>/dev/null && { echo "$p $comm"; n=$((n + 1)); }
+    done <<EOF
+$(list_procs)
+EOF
+    [ $n = 0 ] && break
+done
+exit 0
+"""
+)
+
+# $1 = a uid. Prints "pid comm" for each process of that uid.
+LIST_UID = (
+    _LIST
+    + r"""
+list_procs | while read -r p pp uid start comm; do
+    [ "$uid" = "$1" ] && echo "$p $comm"
+done
+exit 0
+"""
+)
+
+
+def sh(script: str, *args: object) -> list[str]:
+    """argv that runs `script` with positional arguments under /bin/sh."""
+    return ["/bin/sh", "-c", script, "sh", *(str(a) for a in args)]
+
+
+def parse_pids(output: bytes) -> list[tuple[int, str]]:
+    """The `pid comm` lines the scripts print."""
+    found = []
+    for line in output.decode("utf-8", "replace").splitlines():
+        pid, _, comm = line.strip().partition(" ")
+        if pid.isdigit():
+            found.append((int(pid), comm))
+    return found

@@ -1,0 +1,432 @@
+"""The agent's bash tool: one persistent bash per episode on one attached exec stream.
+
+How a command travels (the framing never depends on what the command prints):
+
+1. One line tells bash to read exactly N bytes of payload into a variable, decode it and `eval` it
+   with stdin from /dev/null and stderr merged into stdout. The payload is the command with every
+   byte outside printable ASCII (and the backslash) written as `\\xHH`, so it has no newlines, its
+   length in bytes equals its length in characters in any locale, and a 100 KB command arrives
+   intact without any line-length limit.
+2. A second line, which bash only reads after the command has finished, prints the end marks:
+   `\\x1e<nonce>\\x1f` on stdout (so the host knows where the command's output stops) and
+   `\\x1e<nonce> <exit code> <cwd>\\0` on stderr, a separate stream of the exec that the
+   command's own (merged) output never reaches. The nonce is fresh for every command and exists
+   only in the host and in the part of bash's input that bash has not read yet, so it is not in
+   the environment, in a file or in a variable while the command runs: text the command prints,
+   a guessed marker included, cannot end it early.
+
+On a timeout the command's processes (descendants of the shell started since it began) are
+killed from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy
+(a shell loop, a builtin blocked on a fifo) is it killed and replaced in its last cwd. A shell that
+exits or is killed is replaced in the last known cwd. Every such event is said in the note.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Callable
+
+import docker
+from engine.sandbox import procs
+from engine.sandbox.base import CallResult, ExecResult, SandboxError
+from engine.sandbox.dockerapi import STDERR, STDOUT, ExecStream, engine_is_local, start_exec
+from engine.sandbox.output import BoundedCapture, model_text, observation
+
+# (user, argv, timeout=...) -> ExecResult: a separate exec, never the agent's shell.
+ExecAs = Callable[..., ExecResult]
+
+# After the kill on a timeout, how long bash gets to come back before it is replaced.
+KILL_GRACE_S = 2.0
+# Once the end mark on stderr arrived, how long the stdout mark may lag behind it (the engine
+# copies the two streams independently).
+STDOUT_LAG_S = 2.0
+# While a command runs silently, how often to ask the engine whether the shell still lives (a
+# background process holding the output open hides the shell's death from the stream).
+LIVENESS_EVERY_S = 1.0
+READY_TIMEOUT_S = 30.0
+_STDERR_KEEP = 64 * 1024
+_MAX_NAMES = 8
+
+_NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
+
+
+def encode_payload(command: str) -> bytes:
+    """The command as printable ASCII that bash's `printf %b` turns back into the same bytes."""
+    data = command.encode("utf-8", errors="surrogateescape")
+    return _NEEDS_ESCAPE.sub(lambda m: b"\\x%02x" % m.group()[0], data)
+
+
+def _frame(payload: bytes, nonce: str) -> bytes:
+    # Bash reads its script from a pipe one byte at a time, so `read -N` takes exactly the payload
+    # and the second line stays unread (and unseen) until the command is over. `\builtin` keeps
+    # an agent's function or alias named read/printf/eval from changing the framing.
+    first = (
+        f"IFS= \\builtin read -r -N {len(payload)} __dt_c;"
+        ' \\builtin printf -v __dt_c %b "$__dt_c";'
+        ' \\builtin eval "$__dt_c" </dev/null 2>&1\n'
+    ).encode()
+    second = (
+        # Capture $? first; hide the framing from `set -x`/`set -v` and restore them after.
+        "{ __dt_ec=$? __dt_fl=$-; \\builtin set +xv; } 2>/dev/null;"
+        f" \\builtin printf '\\036%s\\037' {nonce};"
+        f' \\builtin printf \'\\036%s %s %s\\0\' {nonce} "$__dt_ec" "$PWD" >&2;'
+        " \\builtin unset __dt_c __dt_ec;"
+        " case $__dt_fl in *x*) \\builtin set -x;; esac;"
+        " case $__dt_fl in *v*) \\builtin set -v;; esac; \\builtin unset __dt_fl\n"
+    ).encode()
+    return first + payload + second
+
+
+class _Outcome:
+    """What one command's stream produced, filled in as frames arrive."""
+
+    def __init__(self, nonce: str) -> None:
+        self.capture = BoundedCapture()
+        self.out_mark = b"\x1e" + nonce.encode() + b"\x1f"
+        self.err_mark = b"\x1e" + nonce.encode() + b" "
+        self._carry = b""
+        self._err = bytearray()
+        self.out_done = False
+        self.exit_code: int | None = None
+        self.cwd: str | None = None
+        self.ended = False  # the stream closed
+
+    @property
+    def done(self) -> bool:
+        return self.out_done and self.exit_code is not None
+
+    def stdout(self, data: bytes) -> None:
+        if self.out_done:
+            # Late output of a background process: it belongs to nobody; keep it with this call.
+            self.capture.write(data)
+            return
+        data = self._carry + data
+        at = data.find(self.out_mark)
+        if at >= 0:
+            self.capture.write(data[:at])
+            self.capture.write(data[at + len(self.out_mark) :])
+            self._carry = b""
+            self.out_done = True
+            return
+        keep = len(self.out_mark) - 1
+        self.capture.write(data[: len(data) - keep])
+        self._carry = data[len(data) - keep :]
+
+    def flush(self) -> None:
+        self.capture.write(self._carry)
+        self._carry = b""
+
+    def stderr(self, data: bytes) -> None:
+        # Only the end mark matters here; anything else on the shell's own stderr is bash talking
+        # about the framing (set -v echoes, warnings), not the command's output.
+        if self.exit_code is not None:
+            return
+        self._err += data
+        at = self._err.find(self.err_mark)
+        if at < 0:
+            if len(self._err) > _STDERR_KEEP:
+                del self._err[: len(self._err) - _STDERR_KEEP]
+            return
+        end = self._err.find(b"\0", at)
+        if end < 0:
+            return
+        code, _, cwd = bytes(self._err[at + len(self.err_mark) : end]).partition(b" ")
+        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
+        self.cwd = cwd.decode("utf-8", "surrogateescape")
+
+
+class PersistentShell:
+    """One bash as the agent user inside a running container."""
+
+    def __init__(
+        self,
+        api: docker.APIClient,
+        container_id: str,
+        *,
+        user: str,
+        env: dict[str, str],
+        workdir: str,
+        home: str,
+        exec_as: ExecAs,
+        default_timeout: float = 30.0,
+    ) -> None:
+        self.api = api
+        self.container_id = container_id
+        self.user = user
+        self.env = dict(env)
+        self.workdir = workdir
+        self.home = home
+        self.exec_as = exec_as
+        # Boot-clock time the running command began: its processes are those started since.
+        self._began_boot = 0.0
+        self.default_timeout = default_timeout
+        self.cwd = workdir
+        self.pid: int | None = None
+        self._exec_id: str | None = None
+        self._stream: ExecStream | None = None
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start bash in the last known cwd (falling back to the workdir, the home, then /)."""
+        self._drop_stream()
+        tried = []
+        for cwd in dict.fromkeys([self.cwd, self.workdir, self.home, "/"]):
+            try:
+                self._start_in(cwd)
+                self.cwd = cwd
+                return
+            except SandboxError as exc:
+                tried.append(f"{cwd}: {exc.detail}")
+        raise SandboxError("shell", "bash could not be started: " + "; ".join(tried))
+
+    def _start_in(self, cwd: str) -> None:
+        try:
+            exec_id = self.api.exec_create(
+                self.container_id,
+                ["bash", "--noprofile", "--norc"],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user=self.user,
+                environment=[f"{k}={v}" for k, v in self.env.items()],
+                workdir=cwd,
+            )["Id"]
+        except docker.errors.NotFound:
+            raise SandboxError("container", f"container {self.container_id[:12]} is gone") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError("shell", exc.explanation or str(exc)) from None
+        stream = start_exec(self.api, exec_id)
+        stream.send(b"\\builtin printf '\\036ready %s\\0' \"$$\" >&2\n")
+        said = bytearray()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            frames = stream.read(deadline - time.monotonic())
+            if frames is None:
+                break
+            for kind, data in frames:
+                said += data
+                if kind == STDERR:
+                    m = re.search(rb"\x1eready (\d+)\0", said)
+                    if m:
+                        self.pid = int(m.group(1))
+                        self._exec_id = exec_id
+                        self._stream = stream
+                        return
+        stream.close()
+        text = bytes(said).decode("utf-8", "replace").strip()[-500:]
+        raise SandboxError("shell", text or "bash did not answer")
+
+    def close(self) -> None:
+        self._drop_stream()
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+        self._stream = None
+        self._exec_id = None
+        self.pid = None
+
+    def _alive(self) -> tuple[bool, int | None]:
+        if self._exec_id is None:
+            return False, None
+        try:
+            info = self.api.exec_inspect(self._exec_id)
+        except docker.errors.APIError:
+            return False, None
+        return bool(info.get("Running")), info.get("ExitCode")
+
+    # --- one command ------------------------------------------------------------------------
+
+    def run(self, command: str, timeout: float | None = None) -> CallResult:
+        timeout = self.default_timeout if timeout is None else timeout
+        began = time.monotonic()
+        if "\0" in command:
+            return _refused(command, "a NUL byte (bash cannot hold one in a command)")
+        if self._stream is None:
+            self.start()
+        stream = self._stream
+        assert stream is not None
+        nonce = secrets.token_hex(16)
+        outcome = _Outcome(nonce)
+        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        stream.send(_frame(encode_payload(command), nonce))
+
+        deadline = began + timeout
+        died = self._pump(outcome, deadline)
+        notes: list[str] = []
+        timed_out = False
+        restarted = False
+        exit_code = outcome.exit_code
+
+        if died:
+            restarted = True
+            exit_code, said = self._replace_after_death()
+            notes.append(said)
+        elif outcome.exit_code is None:
+            timed_out = True
+            exit_code = None
+            killed = self._kill_command()
+            died = self._pump(outcome, time.monotonic() + KILL_GRACE_S)
+            what = f"the command timed out after {timeout:g} s; {_killed(killed)}"
+            if outcome.exit_code is not None:
+                notes.append(
+                    f"{what}; the shell survived: its working directory and variables are kept"
+                )
+            elif died:
+                restarted = True
+                notes.append(f"{what}; " + self._replace_after_death()[1])
+            else:
+                restarted = True
+                cwd = self._kill_shell()
+                notes.append(
+                    f"{what}; the shell itself stayed busy (a shell loop or a builtin), so it was "
+                    "killed too; "
+                    + self._restart_note(cwd, "variables, functions and options set in it")
+                )
+        elif not outcome.out_done:
+            notes.append("the end of the command's output was not seen; output may be incomplete")
+
+        outcome.flush()
+        if outcome.cwd:
+            self.cwd = outcome.cwd
+        capture = outcome.capture
+        note = "; ".join(notes)
+        return CallResult(
+            command=command,
+            output=capture.data(),
+            output_bytes=capture.total,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - began,
+            shell_restarted=restarted,
+            note=note,
+            observation=observation(
+                model_text(capture.head, capture.tail, capture.total), exit_code, timed_out, note
+            ),
+        )
+
+    def _pump(self, outcome: _Outcome, deadline: float) -> bool:
+        """Read frames until the command is done or the deadline passes; True if the shell died
+        (its stream ended or the engine says its process is gone)."""
+        stream = self._stream
+        assert stream is not None
+        quiet_since = time.monotonic()
+        stderr_done_at: float | None = None
+        while not outcome.done:
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if outcome.exit_code is not None:
+                # The stderr mark came; stdout's may lag a little, or never come if the command
+                # redirected the shell's stdout for good (exec >file).
+                stderr_done_at = stderr_done_at or now
+                if now - stderr_done_at > STDOUT_LAG_S:
+                    return False
+            wait = min(deadline - now, LIVENESS_EVERY_S)
+            if stderr_done_at is not None:
+                wait = min(wait, stderr_done_at + STDOUT_LAG_S - now + 0.01)
+            frames = stream.read(wait)
+            if frames is None:
+                return True
+            if frames:
+                quiet_since = time.monotonic()
+                for kind, data in frames:
+                    if kind == STDOUT:
+                        outcome.stdout(data)
+                    elif kind == STDERR:
+                        outcome.stderr(data)
+            elif time.monotonic() - quiet_since >= LIVENESS_EVERY_S:
+                quiet_since = time.monotonic()
+                alive, _ = self._alive()
+                if not alive:
+                    self._drain(outcome)
+                    return True
+        return False
+
+    def _drain(self, outcome: _Outcome) -> None:
+        """Take what is already waiting on a dead shell's stream, without blocking."""
+        stream = self._stream
+        while stream is not None:
+            frames = stream.read(0.05)
+            if not frames:
+                return
+            for kind, data in frames:
+                if kind == STDOUT:
+                    outcome.stdout(data)
+
+    def _replace_after_death(self) -> tuple[int | None, str]:
+        """Start a new shell after the old one ended; its exit status and what to tell."""
+        alive, code = self._alive()
+        for _ in range(20):
+            if not alive and code is not None:
+                break
+            time.sleep(0.05)
+            alive, code = self._alive()
+        if code is not None and code > 128:
+            how = f"the shell was killed (signal {code - 128})"
+        elif code is not None:
+            how = f"the shell exited with code {code}"
+        else:
+            how = "the shell ended"
+        return code, f"{how}; " + self._restart_note(
+            self.cwd, "variables, functions and options set in the old shell"
+        )
+
+    def _restart_note(self, cwd: str | None, lost: str) -> str:
+        if cwd:
+            self.cwd = cwd
+        wanted = self.cwd
+        self.start()
+        where = f"in {self.cwd}"
+        if self.cwd != wanted:
+            where += f" ({wanted} no longer exists)"
+        return f"a new shell was started {where}; {lost} are lost"
+
+    def _kill_command(self) -> list[tuple[int, str]]:
+        if self.pid is None:
+            return []
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        if engine_is_local():
+            # Same kernel, same boot clock: the exact tick the command began (less 20 ms).
+            since = str(int(self._began_boot * 100) - 2)
+        else:
+            since = f"-{int((now - self._began_boot) * 100) + 50}"
+        result = self.exec_as("0", procs.sh(procs.KILL_COMMAND, self.pid, since), timeout=30.0)
+        return procs.parse_pids(result.stdout)
+
+    def _kill_shell(self) -> str | None:
+        """Kill a busy shell; where it was (its cwd), when that can be read."""
+        if self.pid is None:
+            return None
+        where = self.exec_as(self.user, procs.sh(procs.CWD_OF, self.pid), timeout=30.0)
+        self.exec_as("0", ["/bin/sh", "-c", f"kill -9 {self.pid}"], timeout=30.0)
+        for line in where.stdout.decode("utf-8", "surrogateescape").splitlines():
+            if line.startswith("cwd "):
+                return line[4:]
+        return None
+
+
+def _refused(command: str, why: str) -> CallResult:
+    note = f"not run: the command contains {why}"
+    return CallResult(
+        command=command,
+        output=b"",
+        output_bytes=0,
+        exit_code=None,
+        timed_out=False,
+        duration_s=0.0,
+        note=note,
+        observation=f"[{note}]",
+    )
+
+
+def _killed(killed: list[tuple[int, str]]) -> str:
+    if not killed:
+        return "no process of it was left to kill"
+    shown = ", ".join(f"{comm} (pid {pid})" for pid, comm in killed[:_MAX_NAMES])
+    more = f" and {len(killed) - _MAX_NAMES} more" if len(killed) > _MAX_NAMES else ""
+    return f"its processes were killed: {shown}{more}"
