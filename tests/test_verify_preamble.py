@@ -26,7 +26,7 @@ source $HOME/.local/bin/env
 
 # Check if we're in a valid working directory
 if [ "$PWD" = "/" ]; then
-    echo "Error: No working directory set. Please set a WORKDIR in your Dockerfile before running this script."
+    echo "Error: No working directory set. Please set a WORKDIR in your Dockerfile."
     exit 1
 fi
 
@@ -78,7 +78,7 @@ def test_guarded_installer_and_commented_continuation():
         set -eo pipefail
         if ! command -v uv &> /dev/null; then
             apt-get update && apt-get install -y curl
-            (set -o pipefail; curl --fail -LsSf https://astral.sh/uv/0.10.11/install.sh | sh) || exit $?
+            (set -o pipefail; curl -LsSf https://astral.sh/uv/0.10.11/install.sh | sh) || exit $?
         fi
         source "$HOME/.local/bin/env"
         uvx \\
