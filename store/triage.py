@@ -1,0 +1,202 @@
+"""Triage: the queues of episodes a person should look at, and the labels they give them.
+
+Two queues:
+- `collateral`: episodes where the safety oracle latched collateral damage.
+- `false_positive`: suspected verifier false positives, for three reasons:
+  the tests passed while the injected fault was not cleared; the task's contract says the grader
+  accepts mutated output (flag FLAG_GRADER_ACCEPTS, from validate's mutation audit); a replay whose
+  verdict disagrees with the episode it replays (`spec_json.replay_of` names that episode).
+
+A label is one of LABELS plus a free-text note, one per (episode, queue).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from store.db import Store, now
+
+QUEUES = ("collateral", "false_positive")
+LABELS = ("real", "false_positive", "needs_look")
+FLAG_GRADER_ACCEPTS = "grader_accepts_mutation"
+REPLAY_OF = "replay_of"
+
+
+class TriageError(ValueError):
+    """A label request with an unknown queue, label or episode."""
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    episode_id: int
+    queue: str
+    reasons: tuple[str, ...]
+    task_id: str
+    agent: str
+    mode: str
+    fault_family: str
+    passed: int | None
+    reward: float | None
+    label: str | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Label:
+    episode_id: int
+    queue: str
+    label: str
+    note: str
+    created_at: str
+    updated_at: str
+    task_id: str
+    agent: str
+    mode: str
+
+
+def _labels(conn: sqlite3.Connection, queue: str) -> dict[int, tuple[str, str]]:
+    return {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(
+            "SELECT episode_id, label, note FROM labels WHERE queue = ?", (queue,)
+        )
+    }
+
+
+def _collateral_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
+    reasons: dict[int, list[str]] = {}
+    for ep, call_idx, path, kind in conn.execute(
+        """
+        SELECT e.id, o.call_idx, o.path, o.kind
+        FROM episodes e
+        LEFT JOIN oracle_events o ON o.id = (
+            SELECT id FROM oracle_events WHERE episode_id = e.id AND collateral = 1
+            ORDER BY coalesce(call_idx, 1e9), id LIMIT 1)
+        WHERE e.collateral = 1
+        ORDER BY e.id
+        """
+    ):
+        where = "at the final check" if call_idx is None else f"at call {call_idx}"
+        what = f"{kind} {path} {where}" if path is not None else "collateral latched"
+        reasons[ep] = [what]
+    return reasons
+
+
+def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
+    reasons: dict[int, list[str]] = {}
+    for ep, family in conn.execute(
+        "SELECT id, fault_family FROM episodes WHERE fault_cleared = 0 "
+        "AND (complete = 1 OR passed = 1) ORDER BY id"
+    ):
+        reasons.setdefault(ep, []).append(f"tests passed while the {family} fault was not cleared")
+    # One representative per task and agent: the latest passing run on a task whose grader
+    # accepts mutated output (the label is about the task's grader, not each run).
+    for ep, runs in conn.execute(
+        """
+        SELECT max(e.id), count(*) FROM episodes e JOIN contracts c ON c.task_id = e.task_id
+        WHERE e.passed = 1 AND EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)
+        GROUP BY e.task_id, e.agent
+        """,
+        (FLAG_GRADER_ACCEPTS,),
+    ):
+        reasons.setdefault(ep, []).append(
+            f"the contract says the grader accepts mutated output ({runs} passing run(s))"
+        )
+    for ep, original, replay_passed, original_passed in conn.execute(
+        f"""
+        SELECT r.id, o.id, r.passed, o.passed FROM episodes r
+        JOIN episodes o ON o.id = json_extract(r.spec_json, '$.{REPLAY_OF}')
+        WHERE r.mode = 'replay' AND r.status = 'done'
+          AND coalesce(r.passed, -1) != coalesce(o.passed, -1)
+        """
+    ):
+        said = {1: "passed", 0: "failed", None: "had no verdict"}
+        reasons.setdefault(ep, []).append(
+            f"replay of episode {original} {said.get(replay_passed)}; the original "
+            f"{said.get(original_passed)}"
+        )
+    return reasons
+
+
+def queue_items(conn: sqlite3.Connection, queue: str) -> list[QueueItem]:
+    """The episodes in one queue, oldest first, each with why it is there and its label."""
+    if queue not in QUEUES:
+        raise TriageError(f"queue '{queue}' is not one of {', '.join(QUEUES)}")
+    reasons = _collateral_reasons(conn) if queue == "collateral" else _false_positive_reasons(conn)
+    if not reasons:
+        return []
+    labels = _labels(conn, queue)
+    items = []
+    ids = sorted(reasons)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for r in conn.execute(
+            "SELECT id, task_id, agent, mode, fault_family, passed, reward FROM episodes "
+            f"WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id",
+            chunk,
+        ):
+            label, note = labels.get(r[0], (None, ""))
+            items.append(
+                QueueItem(
+                    r[0],
+                    queue,
+                    tuple(reasons[r[0]]),
+                    r[1],
+                    r[2],
+                    r[3],
+                    r[4],
+                    r[5],
+                    r[6],
+                    label,
+                    note,
+                )
+            )
+    return items
+
+
+def set_label(
+    store: Store, episode_id: int, queue: str, label: str, note: str | None = None
+) -> None:
+    """Label an episode in a queue (replacing an earlier label); `note=None` keeps the old note."""
+    if queue not in QUEUES:
+        raise TriageError(f"queue '{queue}' is not one of {', '.join(QUEUES)}")
+    if label not in LABELS:
+        raise TriageError(f"label '{label}' is not one of {', '.join(LABELS)}")
+    stamp = now()
+    with store.tx() as conn:
+        if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)).fetchone() is None:
+            raise TriageError(f"there is no episode {episode_id}")
+        conn.execute(
+            """
+            INSERT INTO labels (episode_id, queue, label, note, created_at, updated_at)
+            VALUES (?, ?, ?, coalesce(?, ''), ?, ?)
+            ON CONFLICT (episode_id, queue) DO UPDATE SET
+                label = excluded.label,
+                note = coalesce(?, labels.note),
+                updated_at = excluded.updated_at
+            """,
+            (episode_id, queue, label, note, stamp, stamp, note),
+        )
+
+
+def set_note(store: Store, episode_id: int, queue: str, note: str) -> None:
+    """Attach a note, keeping the label (an unlabelled episode becomes `needs_look`)."""
+    rows = store.query(
+        "SELECT label FROM labels WHERE episode_id = ? AND queue = ?", (episode_id, queue)
+    )
+    row = rows[0] if rows else None
+    set_label(store, episode_id, queue, row[0] if row else "needs_look", note)
+
+
+def list_labels(source: Store | sqlite3.Connection) -> list[Label]:
+    """Every label, with the episode's task, agent and mode (what `triage export` writes)."""
+    conn = source.conn if isinstance(source, Store) else source
+    return [
+        Label(*tuple(r))
+        for r in conn.execute(
+            "SELECT l.episode_id, l.queue, l.label, l.note, l.created_at, l.updated_at, "
+            "e.task_id, e.agent, e.mode FROM labels l JOIN episodes e ON e.id = l.episode_id "
+            "ORDER BY l.queue, l.episode_id"
+        )
+    ]

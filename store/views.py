@@ -1,0 +1,866 @@
+"""Read-only queries behind the TUI's screens.
+
+Every function takes a `sqlite3.Connection` (normally one from `store.db.open_reader`) and
+returns plain frozen dataclasses, so screens never see SQL or rows. Queries fetch only the columns
+a screen shows: a turn's request/response JSON and a call's full output are read on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
+D_ABOVE_80 = 99  # how estimates store "passed only above the largest cap"
+TEXT_LIMIT = 20_000  # characters of a turn's text the replay loads; the rest is counted, not read
+BUILTIN_AGENTS = ("oracle", "nop", "replay")
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def outcome(
+    status: str | None, passed: int | None, error_kind: str | None, end_reason: str | None
+) -> str:
+    """One word for an episode: pass | fail | cap | error | running.
+
+    A harness or verifier error is its own outcome, never a model failure.
+    """
+    if status == "running":
+        return "running"
+    if error_kind:
+        return "error"
+    if passed:
+        return "pass"
+    if end_reason == "turn_cap":
+        return "cap"
+    return "fail"
+
+
+def depth_label(d: int | None) -> str:
+    if d is None:
+        return "–"
+    return ">80" if d >= D_ABOVE_80 else str(d)
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+@dataclass(frozen=True)
+class DatasetCount:
+    dataset: str
+    tasks: int
+    episodes: int
+    passed: int
+    errors: int
+    running: int
+
+
+@dataclass(frozen=True)
+class ModelFigure:
+    model: str
+    runs: int  # uncapped model runs (free / ladder without a cap)
+    passed: int
+    errors: int
+    safe_runs: int  # runs with a safe-success verdict (any mode)
+    safe: int
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.runs if self.runs else None
+
+    @property
+    def safe_rate(self) -> float | None:
+        return self.safe / self.safe_runs if self.safe_runs else None
+
+
+@dataclass(frozen=True)
+class Headline:
+    tasks: int
+    episodes: int
+    running: int
+    measured: int  # tasks with a depth estimate
+    median_d: float | None
+    share_d_le_3: float | None  # among tasks with an estimate
+    safe_runs: int
+    safe: int
+    models: tuple[ModelFigure, ...]
+
+    @property
+    def safe_rate(self) -> float | None:
+        return self.safe / self.safe_runs if self.safe_runs else None
+
+
+def datasets(conn: sqlite3.Connection) -> list[DatasetCount]:
+    rows = conn.execute(
+        """
+        SELECT t.dataset, count(*) AS tasks,
+               coalesce(sum(e.runs), 0), coalesce(sum(e.passed), 0),
+               coalesce(sum(e.errors), 0), coalesce(sum(e.running), 0)
+        FROM tasks t
+        LEFT JOIN (
+            SELECT task_id, count(*) AS runs, sum(passed = 1) AS passed,
+                   sum(error_kind IS NOT NULL) AS errors, sum(status = 'running') AS running
+            FROM episodes GROUP BY task_id
+        ) e ON e.task_id = t.id
+        GROUP BY t.dataset ORDER BY t.dataset
+        """
+    ).fetchall()
+    return [DatasetCount(*tuple(r)) for r in rows]
+
+
+def headline(conn: sqlite3.Connection) -> Headline:
+    tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
+    episodes, running = conn.execute(
+        "SELECT count(*), coalesce(sum(status = 'running'), 0) FROM episodes"
+    ).fetchone()
+    depths = [d for (d,) in conn.execute(_TASK_DEPTH_SQL)]
+    models = []
+    placeholders = ",".join("?" * len(BUILTIN_AGENTS))
+    for r in conn.execute(
+        f"""
+        SELECT agent,
+               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit')),
+               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit') AND passed = 1),
+               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit') AND error_kind IS NOT NULL),
+               sum(safe_success IS NOT NULL), coalesce(sum(safe_success = 1), 0)
+        FROM episodes
+        WHERE status = 'done' AND agent NOT IN ({placeholders})
+        GROUP BY agent ORDER BY agent
+        """,
+        BUILTIN_AGENTS,
+    ):
+        models.append(ModelFigure(r[0], r[1] or 0, r[2] or 0, r[3] or 0, r[4] or 0, r[5] or 0))
+    safe_runs = sum(m.safe_runs for m in models)
+    safe = sum(m.safe for m in models)
+    return Headline(
+        tasks=tasks,
+        episodes=episodes,
+        running=running,
+        measured=len(depths),
+        median_d=statistics.median(depths) if depths else None,
+        share_d_le_3=sum(d <= 3 for d in depths) / len(depths) if depths else None,
+        safe_runs=safe_runs,
+        safe=safe,
+        models=tuple(models),
+    )
+
+
+# D of a task: the smallest estimate across models (SPEC §4).
+_TASK_DEPTH_SQL = """
+    SELECT min(estimate) FROM estimates WHERE estimate IS NOT NULL GROUP BY task_id
+"""
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: str
+    dataset: str
+    name: str
+    segments: int
+    work: int | None
+    n: int | None
+    d: int | None
+    runs: int
+    passed: int
+    status: str  # running | invalid | measured | measuring | no pass | unmeasured
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.runs if self.runs else None
+
+
+def task_rows(conn: sqlite3.Connection, ids: list[str] | None = None) -> list[TaskRow]:
+    """Every task (or just `ids`) with its N, D, W, run counts and measurement status."""
+    where, params = "", ()
+    if ids is not None:
+        where = f"WHERE t.id IN ({','.join('?' * len(ids))})"
+        params = tuple(ids)
+    rows = conn.execute(
+        f"""
+        SELECT t.id, t.dataset, t.name, t.segments, t.work,
+               e.n, e.d, e.unfinished, e.nest,
+               coalesce(r.runs, 0), coalesce(r.passed, 0), coalesce(r.running, 0), c.valid
+        FROM tasks t
+        LEFT JOIN (
+            SELECT task_id, min(n_turns) AS n, min(estimate) AS d,
+                   sum(finished = 0) AS unfinished, count(*) AS nest
+            FROM estimates GROUP BY task_id
+        ) e ON e.task_id = t.id
+        LEFT JOIN (
+            SELECT task_id, count(*) AS runs, sum(passed = 1) AS passed,
+                   sum(status = 'running') AS running
+            FROM episodes GROUP BY task_id
+        ) r ON r.task_id = t.id
+        LEFT JOIN contracts c ON c.task_id = t.id
+        {where}
+        ORDER BY t.dataset, t.id
+        """,
+        params,
+    ).fetchall()
+    out = []
+    for r in rows:
+        (tid, dataset, name, segs, work, n, d, unfinished, nest, runs, passed, running, valid) = r
+        if running:
+            status = "running"
+        elif valid == 0:
+            status = "invalid"
+        elif nest and unfinished:
+            status = "measuring"
+        elif nest:
+            status = "measured" if d is not None else "no pass"
+        else:
+            status = "unmeasured"
+        out.append(TaskRow(tid, dataset, name, segs, work, n, d, runs, passed, status))
+    return out
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    idx: int
+    name: str
+    instruction: str
+    solution: str | None
+    tests: dict[str, str]
+    work: int | None
+
+
+@dataclass(frozen=True)
+class ContractInfo:
+    valid: bool
+    reasons: list[str]
+    permitted: dict[str, list[str]]
+    tests: list[str]
+    fault_targets: dict[str, str]
+    flags: list[str]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class EstimateInfo:
+    model: str
+    protocol: str
+    n_turns: int | None
+    estimate: int | None
+    finished: bool
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    id: str
+    dataset: str
+    name: str
+    format: str
+    source_path: str
+    verifier_kind: str
+    work: int | None
+    instruction: str
+    warnings: list[str]
+    segments: tuple[SegmentInfo, ...]
+    contract: ContractInfo | None
+    estimates: tuple[EstimateInfo, ...]
+
+    @property
+    def depth(self) -> int | None:
+        values = [e.estimate for e in self.estimates if e.estimate is not None]
+        return min(values) if values else None
+
+    @property
+    def n_turns(self) -> int | None:
+        values = [e.n_turns for e in self.estimates if e.n_turns is not None]
+        return min(values) if values else None
+
+
+def task_detail(conn: sqlite3.Connection, task_id: str) -> TaskDetail | None:
+    t = conn.execute(
+        "SELECT id, dataset, name, format, source_path, verifier_kind, work, instruction, "
+        "warnings_json FROM tasks WHERE id = ?",
+        (task_id,),
+    ).fetchone()
+    if t is None:
+        return None
+    segments = tuple(
+        SegmentInfo(r[0], r[1], r[2], r[3], _loads(r[4], {}), r[5])
+        for r in conn.execute(
+            "SELECT idx, name, instruction, solution, tests_json, work FROM segments "
+            "WHERE task_id = ? ORDER BY idx",
+            (task_id,),
+        )
+    )
+    c = conn.execute(
+        "SELECT valid, reasons_json, permitted_json, tests_json, fault_targets_json, flags_json, "
+        "created_at FROM contracts WHERE task_id = ?",
+        (task_id,),
+    ).fetchone()
+    contract = None
+    if c is not None:
+        contract = ContractInfo(
+            bool(c[0]),
+            _loads(c[1], []),
+            _loads(c[2], {}),
+            _loads(c[3], []),
+            _loads(c[4], {}),
+            _loads(c[5], []),
+            c[6],
+        )
+    estimates = tuple(
+        EstimateInfo(r[0], r[1], r[2], r[3], bool(r[4]))
+        for r in conn.execute(
+            "SELECT model, protocol, n_turns, estimate, finished FROM estimates WHERE task_id = ? "
+            "ORDER BY protocol, model",
+            (task_id,),
+        )
+    )
+    return TaskDetail(
+        t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], _loads(t[8], []), segments, contract,
+        estimates,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- ladder grid
+
+
+@dataclass(frozen=True)
+class LadderRun:
+    episode_id: int
+    attempt: int
+    outcome: str
+
+
+@dataclass(frozen=True)
+class LadderGrid:
+    """Runs of the depth protocol for one task: caps (None = uncapped) x models."""
+
+    caps: tuple[int | None, ...]
+    models: tuple[str, ...]
+    cells: dict[tuple[str, int | None], tuple[LadderRun, ...]]
+    estimates: dict[str, EstimateInfo]
+
+    def implied(self, model: str, cap: int | None) -> bool:
+        """Caps at or above the first model's N count as passed without runs (SPEC §4)."""
+        est = self.estimates.get(model)
+        return (
+            cap is not None
+            and est is not None
+            and est.n_turns is not None
+            and cap >= est.n_turns
+            and not self.cells.get((model, cap))
+        )
+
+
+def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
+    cells: dict[tuple[str, int | None], list[LadderRun]] = {}
+    models: list[str] = []
+    for r in conn.execute(
+        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason FROM episodes "
+        "WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
+        (task_id,),
+    ):
+        if r[1] not in models:
+            models.append(r[1])
+        cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:])))
+    estimates = {
+        e.model: e
+        for e in (
+            EstimateInfo(r[0], r[1], r[2], r[3], bool(r[4]))
+            for r in conn.execute(
+                "SELECT model, protocol, n_turns, estimate, finished FROM estimates "
+                "WHERE task_id = ?",
+                (task_id,),
+            )
+        )
+    }
+    for m in estimates:
+        if m not in models:
+            models.append(m)
+    return LadderGrid(
+        caps=(*CAPS, None),
+        models=tuple(models),
+        cells={k: tuple(v) for k, v in cells.items()},
+        estimates=estimates,
+    )
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+_EPISODE_COLS = (
+    "id, task_id, mode, agent, model_id, cap, budget, attempt, fault_family, fault_target, status, "
+    "started_at, finished_at, turns, calls, end_reason, segments_total, segments_passed, passed, "
+    "complete, tests_passed, tests_total, reward, safe_success, collateral, collateral_call, "
+    "fault_observed_call, fault_cleared, error_kind, error_detail, cost_usd, prompt_tokens, "
+    "completion_tokens, spec_json"
+)
+
+
+@dataclass(frozen=True)
+class EpisodeInfo:
+    id: int
+    task_id: str
+    mode: str
+    agent: str
+    model_id: str
+    cap: int | None
+    budget: int | None
+    attempt: int
+    fault_family: str
+    fault_target: str | None
+    status: str
+    started_at: str
+    finished_at: str | None
+    turns: int
+    calls: int
+    end_reason: str | None
+    segments_total: int
+    segments_passed: int
+    passed: int | None
+    complete: int | None
+    tests_passed: int | None
+    tests_total: int | None
+    reward: float | None
+    safe_success: int | None
+    collateral: int
+    collateral_call: int | None
+    fault_observed_call: int | None
+    fault_cleared: int | None
+    error_kind: str | None
+    error_detail: str | None
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    spec: dict
+
+    @property
+    def outcome(self) -> str:
+        return outcome(self.status, self.passed, self.error_kind, self.end_reason)
+
+
+def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
+    values = list(r)
+    values[-1] = _loads(values[-1], {})
+    return EpisodeInfo(*values)
+
+
+def episode(conn: sqlite3.Connection, episode_id: int) -> EpisodeInfo | None:
+    r = conn.execute(f"SELECT {_EPISODE_COLS} FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    return None if r is None else _episode(r)
+
+
+def task_episodes(conn: sqlite3.Connection, task_id: str) -> list[EpisodeInfo]:
+    return [
+        _episode(r)
+        for r in conn.execute(
+            f"SELECT {_EPISODE_COLS} FROM episodes WHERE task_id = ? ORDER BY id", (task_id,)
+        )
+    ]
+
+
+def task_episode_ids(conn: sqlite3.Connection, task_id: str) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute("SELECT id FROM episodes WHERE task_id = ? ORDER BY id", (task_id,))
+    ]
+
+
+@dataclass(frozen=True)
+class TurnMark:
+    """One line of the replay's turn list."""
+
+    idx: int
+    segment_idx: int
+    preview: str
+    calls: int
+    first_call: int | None
+    last_call: int | None
+    failed_calls: int  # non-zero exit, timed out or not run
+    format_error: bool
+    collateral: bool
+    fault_observed: bool
+
+
+def turn_marks(conn: sqlite3.Connection, episode_id: int, after: int = 0) -> list[TurnMark]:
+    """Turns after index `after` (0 = all), marked for collateral, the observed fault and errors."""
+    ep = conn.execute(
+        "SELECT collateral_call, fault_observed_call FROM episodes WHERE id = ?", (episode_id,)
+    ).fetchone()
+    collateral_calls = {
+        r[0]
+        for r in conn.execute(
+            "SELECT call_idx FROM oracle_events WHERE episode_id = ? AND collateral = 1 "
+            "AND call_idx IS NOT NULL",
+            (episode_id,),
+        )
+    }
+    if ep is not None and ep[0] is not None:
+        collateral_calls.add(ep[0])
+    fault_call = ep[1] if ep is not None else None
+    calls = {
+        r[0]: r[1:]
+        for r in conn.execute(
+            "SELECT turn_idx, count(*), min(idx), max(idx), "
+            "sum(coalesce(exit_code, 0) != 0 OR timed_out = 1 OR not_run = 1) "
+            "FROM calls WHERE episode_id = ? AND turn_idx > ? GROUP BY turn_idx",
+            (episode_id, after),
+        )
+    }
+    marks = []
+    for idx, seg, preview, fmt in conn.execute(
+        "SELECT idx, segment_idx, substr(text, 1, 120), format_error IS NOT NULL FROM turns "
+        "WHERE episode_id = ? AND idx > ? ORDER BY idx",
+        (episode_id, after),
+    ):
+        n, first, last, failed = calls.get(idx, (0, None, None, 0))
+
+        def in_turn(call: int, first: int | None = first, last: int | None = last) -> bool:
+            return first is not None and last is not None and first <= call <= last
+
+        marks.append(
+            TurnMark(
+                idx=idx,
+                segment_idx=seg,
+                preview=preview.split("\n", 1)[0],
+                calls=n,
+                first_call=first,
+                last_call=last,
+                failed_calls=failed or 0,
+                format_error=bool(fmt),
+                collateral=any(in_turn(c) for c in collateral_calls),
+                fault_observed=fault_call is not None and in_turn(fault_call),
+            )
+        )
+    return marks
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    id: int
+    idx: int
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    not_run: bool
+    shell_restarted: bool
+    note: str
+    output_head: str
+    output_tail: str
+    output_bytes: int
+    remaining_budget: int | None
+    duration_ms: float
+    has_full_output: bool
+
+
+@dataclass(frozen=True)
+class OracleEvent:
+    id: int
+    call_idx: int | None
+    path: str
+    kind: str
+    permitted: bool
+    collateral: bool
+    before: dict | None
+    after: dict | None
+    diff: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class TurnDetail:
+    episode_id: int
+    idx: int
+    segment_idx: int
+    text: str  # at most TEXT_LIMIT characters
+    text_length: int
+    reasoning: str
+    format_error: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: float
+    calls: tuple[CallInfo, ...]
+    events: tuple[OracleEvent, ...]
+
+
+def _event(r: sqlite3.Row | tuple) -> OracleEvent:
+    return OracleEvent(
+        r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), _loads(r[6], None), _loads(r[7], None),
+        r[8], r[9],
+    )  # fmt: skip
+
+
+_EVENT_COLS = (
+    "id, call_idx, path, kind, permitted, collateral, before_json, after_json, diff, detail"
+)
+
+
+def _call(r: sqlite3.Row | tuple) -> CallInfo:
+    values = list(r)
+    for i in (4, 5, 6, 13):  # timed_out, not_run, shell_restarted, has_full_output
+        values[i] = bool(values[i])
+    return CallInfo(*values)
+
+
+def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDetail | None:
+    t = conn.execute(
+        "SELECT idx, segment_idx, substr(text, 1, ?), length(text), substr(reasoning, 1, ?), "
+        "format_error, finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms "
+        "FROM turns WHERE episode_id = ? AND idx = ?",
+        (TEXT_LIMIT, TEXT_LIMIT, episode_id, idx),
+    ).fetchone()
+    if t is None:
+        return None
+    calls = tuple(
+        _call(r)
+        for r in conn.execute(
+            "SELECT c.id, c.idx, c.command, c.exit_code, c.timed_out, c.not_run, "
+            "c.shell_restarted, c.note, c.output_head, c.output_tail, c.output_bytes, "
+            "c.remaining_budget, c.duration_ms, "
+            "EXISTS(SELECT 1 FROM call_outputs o WHERE o.call_id = c.id) "
+            "FROM calls c WHERE c.episode_id = ? AND c.turn_idx = ? ORDER BY c.idx",
+            (episode_id, idx),
+        )
+    )
+    events: tuple[OracleEvent, ...] = ()
+    if calls:
+        events = tuple(
+            _event(r)
+            for r in conn.execute(
+                f"SELECT {_EVENT_COLS} FROM oracle_events WHERE episode_id = ? "
+                "AND call_idx BETWEEN ? AND ? ORDER BY call_idx, id",
+                (episode_id, calls[0].idx, calls[-1].idx),
+            )
+        )
+    return TurnDetail(episode_id, *tuple(t), calls=calls, events=events)
+
+
+def final_events(conn: sqlite3.Connection, episode_id: int) -> list[OracleEvent]:
+    """What the oracle's final check saw (call_idx NULL)."""
+    return [
+        _event(r)
+        for r in conn.execute(
+            f"SELECT {_EVENT_COLS} FROM oracle_events WHERE episode_id = ? AND call_idx IS NULL "
+            "ORDER BY id",
+            (episode_id,),
+        )
+    ]
+
+
+def call_output(conn: sqlite3.Connection, call_id: int) -> bytes | None:
+    """The full (bounded) raw output of one call, when the harness kept it."""
+    r = conn.execute("SELECT data FROM call_outputs WHERE call_id = ?", (call_id,)).fetchone()
+    if r is None:
+        return None
+    data = r[0]
+    return data if isinstance(data, bytes) else str(data).encode()
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    segment_idx: int
+    nodeid: str
+    outcome: str
+    in_inventory: bool
+    duration_s: float | None
+    message: str
+
+
+def verifier_results(conn: sqlite3.Connection, episode_id: int) -> list[TestOutcome]:
+    return [
+        TestOutcome(r[0], r[1], r[2], bool(r[3]), r[4], r[5])
+        for r in conn.execute(
+            "SELECT segment_idx, nodeid, outcome, in_inventory, duration_s, message "
+            "FROM test_results WHERE episode_id = ? ORDER BY segment_idx, id",
+            (episode_id,),
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class SegmentRun:
+    idx: int
+    name: str
+    first_turn: int | None
+    passed: int | None
+    tests_passed: int | None
+    tests_total: int | None
+    error_kind: str | None
+
+
+def segment_runs(conn: sqlite3.Connection, episode_id: int) -> list[SegmentRun]:
+    return [
+        SegmentRun(*tuple(r))
+        for r in conn.execute(
+            "SELECT idx, name, first_turn, passed, tests_passed, tests_total, error_kind "
+            "FROM segment_runs WHERE episode_id = ? ORDER BY idx",
+            (episode_id,),
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class FaultInfo:
+    family: str
+    target: str
+    spare_path: str | None
+    observed_call: int | None
+    cleared: int | None
+    integrity: str | None
+    restored_for_grading: bool
+
+
+def fault_record(conn: sqlite3.Connection, episode_id: int) -> FaultInfo | None:
+    r = conn.execute(
+        "SELECT family, target, spare_path, observed_call, cleared, integrity, "
+        "restored_for_grading FROM fault_records WHERE episode_id = ?",
+        (episode_id,),
+    ).fetchone()
+    return None if r is None else FaultInfo(*tuple(r)[:6], bool(r[6]))
+
+
+# --------------------------------------------------------------------------- search
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    episode_id: int
+    turn_idx: int
+    kind: str  # turn | call
+    snippet: str  # HIT_START / HIT_END mark the matched words
+    task_id: str
+    agent: str
+
+
+HIT_START, HIT_END = "\ue000", "\ue001"  # private-use characters: never in real text
+
+
+def fts_query(text: str) -> str:
+    """The user's words as an FTS5 query that matches them literally (all words, any order).
+
+    Each word becomes a quoted string, so operators, column filters, quotes and shell
+    metacharacters in the input are searched for, never interpreted.
+    """
+    words = text.split()
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def search(conn: sqlite3.Connection, text: str, limit: int = 500) -> list[SearchHit]:
+    query = fts_query(text)
+    if not query:
+        return []
+    rows = conn.execute(
+        f"""
+        SELECT s.episode_id, s.turn_idx, s.kind,
+               snippet(search, 0, '{HIT_START}', '{HIT_END}', '…', 16), e.task_id, e.agent
+        FROM search s JOIN episodes e ON e.id = s.episode_id
+        WHERE search MATCH ? ORDER BY s.rowid LIMIT ?
+        """,
+        (query, limit),
+    ).fetchall()
+    hits = [SearchHit(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+    hits.sort(key=lambda h: (h.episode_id, h.turn_idx))
+    return hits
+
+
+def search_turns(conn: sqlite3.Connection, text: str, episode_id: int) -> list[int]:
+    """Turns of one episode that match the user's words."""
+    query = fts_query(text)
+    if not query:
+        return []
+    return sorted(
+        {
+            int(r[0])
+            for r in conn.execute(
+                "SELECT turn_idx FROM search WHERE search MATCH ? AND episode_id = ?",
+                (query, episode_id),
+            )
+        }
+    )
+
+
+# --------------------------------------------------------------------------- reports
+
+
+@dataclass(frozen=True)
+class DepthPoint:
+    task_id: str
+    dataset: str
+    work: int | None
+    depth: int
+
+
+def depth_points(conn: sqlite3.Connection) -> list[DepthPoint]:
+    return [
+        DepthPoint(*tuple(r))
+        for r in conn.execute(
+            "SELECT t.id, t.dataset, t.work, min(e.estimate) FROM tasks t "
+            "JOIN estimates e ON e.task_id = t.id WHERE e.estimate IS NOT NULL "
+            "GROUP BY t.id ORDER BY t.id"
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class CapRate:
+    model: str
+    cap: int
+    runs: int
+    passed: int
+
+
+def pass_rate_by_cap(conn: sqlite3.Connection) -> list[CapRate]:
+    return [
+        CapRate(*tuple(r))
+        for r in conn.execute(
+            "SELECT agent, cap, count(*), coalesce(sum(passed = 1), 0) FROM episodes "
+            "WHERE cap IS NOT NULL AND status = 'done' GROUP BY agent, cap ORDER BY agent, cap"
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class FamilyRate:
+    family: str
+    runs: int
+    safe: int
+    cleared: int
+    collateral: int
+
+
+def safe_by_fault(conn: sqlite3.Connection) -> list[FamilyRate]:
+    return [
+        FamilyRate(*tuple(r))
+        for r in conn.execute(
+            "SELECT fault_family, count(*), coalesce(sum(safe_success = 1), 0), "
+            "coalesce(sum(fault_cleared = 1), 0), coalesce(sum(collateral = 1), 0) "
+            "FROM episodes WHERE mode = 'episodes' AND status = 'done' "
+            "GROUP BY fault_family ORDER BY fault_family"
+        )
+    ]
+
+
+def known_models(conn: sqlite3.Connection) -> list[str]:
+    """Model names seen in runs, for the launch form's suggestions."""
+    placeholders = ",".join("?" * len(BUILTIN_AGENTS))
+    return [
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT agent FROM episodes WHERE agent NOT IN ({placeholders}) "
+            "ORDER BY agent",
+            BUILTIN_AGENTS,
+        )
+    ]
