@@ -67,8 +67,12 @@ def list_models(models: ModelsOption = None, json_out: JsonOption = False) -> No
         print_json({"file": source, "looked_for": str(path), "models": rows})
         return
     table = Table(title=f"models from {source}" if source else "models (built-in only)")
-    for col in ("name", "kind", "model", "endpoint", "format", "key"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    for col in ("model", "endpoint"):
+        table.add_column(col, overflow="fold")
+    table.add_column("format", no_wrap=True)
+    table.add_column("key", overflow="fold")
     for r in rows:
         key = r["key"] if r["key"] == "-" else f"{r['api_key_env']} ({r['key']})"
         table.add_row(r["name"], r["kind"], r["model"], r["base_url"], r["action_format"], key)

@@ -165,3 +165,19 @@ class ReplayAgent:
             self._next += 1
             return _reply(conv, f"Replaying turn {turn.turn_idx}.", turn.commands, None)
         return _reply(conv, "Replay finished.", (), None)
+
+
+def replay_turns(
+    turn_rows: Sequence[Mapping[str, Any]], call_rows: Sequence[Mapping[str, Any]]
+) -> list[ReplayTurn]:
+    """The turns to replay, from an episode's stored `turns` and `calls` rows (as the store's
+    list_turns/list_calls return them). Only calls that ran are replayed: a refused or malformed
+    call changed nothing in the environment it was issued in."""
+    commands: dict[int, list[str]] = {}
+    for call in sorted(call_rows, key=lambda c: c["idx"]):
+        if not call["not_run"]:
+            commands.setdefault(call["turn_idx"], []).append(call["command"])
+    return [
+        ReplayTurn(t["segment_idx"], tuple(commands.get(t["idx"], ())), t["idx"])
+        for t in sorted(turn_rows, key=lambda t: t["idx"])
+    ]

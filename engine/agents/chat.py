@@ -191,6 +191,9 @@ class ChatAgent:
     # --- reading the reply --------------------------------------------------------------------
 
     def _parse(self, body: dict, data: dict, latency_ms: float, first_call_idx: int) -> Reply:
+        # Scrubbed before anything is read from it: an endpoint that echoes the key back must not
+        # put it into the conversation or a record.
+        data = self.scrub(data)
         choice = data["choices"][0] or {}
         message = choice.get("message") or {}
         text = _content_text(message.get("content"))
@@ -247,7 +250,7 @@ class ChatAgent:
             cost_usd=cost,
             latency_ms=latency_ms,
             request=self.scrub(body),
-            response=self.scrub(data),
+            response=data,
             results_as=results_as,
         )
 

@@ -39,6 +39,23 @@ class CallRecord:
     # Why it was not run: "budget" | "tool_call_limit" | "time" | "format" | "harness"; "" if run.
     not_run_reason: str = ""
 
+    def row(self) -> dict[str, Any]:
+        """The store's `calls` columns for this call (turn_idx is added by the store)."""
+        r = self.result
+        return {
+            "idx": self.idx,
+            "tool_call_id": self.tool_call_id,
+            "command": self.command,
+            "exit_code": r.exit_code if r else None,
+            "timed_out": bool(r and r.timed_out),
+            "not_run": self.not_run,
+            "shell_restarted": bool(r and r.shell_restarted),
+            "note": (r.note if r else "") or self.not_run_reason,
+            "observation": self.observation,
+            "remaining_budget": self.remaining_budget,
+            "duration_ms": r.duration_s * 1000 if r else 0.0,
+        }
+
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -62,6 +79,31 @@ class TurnRecord:
     request: dict[str, Any]
     response: dict[str, Any]  # the raw response JSON
     calls: tuple[CallRecord, ...] = ()
+
+    def row(self) -> dict[str, Any]:
+        """The store's `turns` columns for this turn."""
+        return {
+            "idx": self.idx,
+            "segment_idx": self.segment_idx,
+            "text": self.text,
+            "reasoning": self.reasoning,
+            "format_error": self.format_error,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+            "latency_ms": self.latency_ms,
+            "request_json": self.request,
+            "response_json": self.response,
+        }
+
+    def call_rows(self) -> list[dict[str, Any]]:
+        return [c.row() for c in self.calls]
+
+    def outputs(self) -> dict[int, bytes]:
+        """Each executed call's raw output by call idx (the store keeps it apart)."""
+        return {c.idx: c.result.output for c in self.calls if c.result is not None}
 
 
 @dataclass(frozen=True)

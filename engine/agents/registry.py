@@ -433,17 +433,24 @@ def upsert_entry(path: Path, config: ModelConfig) -> None:
 
 
 def _without_block(text: str, name: str) -> str:
-    """`text` minus the header lines `[models.NAME]`, `[models.NAME.x]` and their bodies."""
+    """`text` minus the tables `[models.NAME]` and `[models.NAME.x]`. Comment and blank lines just
+    above the next table belong to that table, so they are kept."""
     header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
     mine = False
-    out = []
+    out: list[str] = []
+    dropped: list[str] = []
     for line in text.splitlines():
         m = header.match(line)
         if m:
             parts = _dotted_keys(m.group(1))
-            mine = len(parts) >= 2 and parts[0] == "models" and parts[1] == name
-        if not mine:
-            out.append(line)
+            was_mine, mine = mine, len(parts) >= 2 and parts[0] == "models" and parts[1] == name
+            if was_mine and not mine:
+                tail = []
+                while dropped and (not dropped[-1].strip() or dropped[-1].lstrip().startswith("#")):
+                    tail.insert(0, dropped.pop())
+                out.extend(tail)
+            dropped = []
+        (dropped if mine else out).append(line)
     return "\n".join(out)
 
 

@@ -83,7 +83,7 @@ def slow(delay_s: float, reply: ScriptedReply) -> ScriptedReply:
 class RecordedRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
     body: Any  # parsed JSON, or the raw text when it was not JSON
     raw: str = ""
 
@@ -111,7 +111,9 @@ class ScriptedServer:
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -232,7 +234,13 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def _record(self, body: Any, raw: str) -> None:
             with server._lock:
                 server.requests.append(
-                    RecordedRequest(self.command, self.path, dict(self.headers), body, raw)
+                    RecordedRequest(
+                        self.command,
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                        raw,
+                    )
                 )
 
         def _send(self, status: int, text_: str, headers: dict[str, str] | None = None) -> None:
