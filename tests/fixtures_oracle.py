@@ -1,11 +1,9 @@
 """Fixtures for the oracle tests: a fake container root on a tmp folder (pure tests) and a real
-container (Docker tests) reached through a small adapter with the Sandbox protocol's harness
-methods. Docker tests fail, never skip, when Docker is missing."""
+episode sandbox (Docker tests). Docker tests fail, never skip, when Docker is missing."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +12,8 @@ import pytest
 
 import docker
 from engine.oracle.manifest import RACY_NS, ManifestScanner
-from engine.sandbox.base import ExecResult
+from engine.sandbox.containers import start_sandbox
+from engine.tasks.model import Environment, Limits, Segment, Task
 
 HOME = "/home/user"
 IMAGE = "depthtui/base:bookworm"
@@ -56,60 +55,24 @@ def fake_root(tmp_path: Path) -> FakeRoot:
     return fr
 
 
-class DockerBox:
-    """A raw labelled container with the harness side of the Sandbox protocol: root commands,
-    agent commands as uid 1000 in the home, the merged overlay folder, and cleanup."""
-
-    def __init__(self, client: docker.DockerClient, image: str = IMAGE) -> None:
-        self.container = client.containers.run(
-            image,
-            ["sleep", "infinity"],
-            detach=True,
-            network_mode="none",
-            labels=LABEL,
-            user="root",
-            working_dir=HOME,
-        )
-        self.home = HOME
-
-    @property
-    def container_id(self) -> str:
-        return self.container.id
-
-    def _docker(self, user: str, argv: list[str], stdin: bytes | None, timeout: float):
-        cmd = ["docker", "exec", *(["-i"] if stdin is not None else []), "-u", user]
-        cmd += ["-w", HOME, "-e", f"HOME={HOME}", self.container.id, *argv]
-        return subprocess.run(
-            cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout
-        )
-
-    def exec_root(
-        self, argv: list[str], stdin: bytes | None = None, timeout: float = 60.0
-    ) -> ExecResult:
-        p = self._docker("0", argv, stdin, timeout)
-        return ExecResult(p.returncode, p.stdout)
-
-    def agent(self, command: str, timeout: float = 30.0) -> ExecResult:
-        """One command in bash as uid 1000 (a stand-in for the agent's shell)."""
-        p = self._docker("1000", ["bash", "--noprofile", "--norc", "-c", command], None, timeout)
-        return ExecResult(p.returncode, p.stdout)
-
-    def rootfs(self) -> Path | None:
-        self.container.reload()
-        return Path(self.container.attrs["GraphDriver"]["Data"]["MergedDir"])
-
-    def kill_agent_processes(self) -> None:
-        self.exec_root(["pkill", "-9", "-u", "1000"])
-
-    def close(self) -> None:
-        try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
+def sandbox_task(tmp_path: Path, task_id: str = "oracle-test") -> Task:
+    """The least Task the real sandbox needs: the base image, the agent as uid 1000 in its home."""
+    seg = Segment(name="main", instruction="", tests={}, solution_script=None, solution_dir=None)
+    return Task(
+        id=task_id,
+        dataset="oracle-tests",
+        format="depthtui",
+        source_path=tmp_path,
+        content_hash="0",
+        segments=(seg,),
+        environment=Environment(context_dir=None, dockerfile=None, image=IMAGE),
+        limits=Limits(),
+        verifier_kind="pytest",
+    )
 
 
 @pytest.fixture
-def docker_client():
+def oracle_docker():
     try:
         client = docker.from_env()
         client.ping()
@@ -121,9 +84,16 @@ def docker_client():
 
 
 @pytest.fixture
-def box(docker_client):
-    b = DockerBox(docker_client)
+def box(oracle_docker, tmp_path):
+    """A real episode sandbox (engine.sandbox) on the base image, labelled as a test container."""
+    sandbox = start_sandbox(sandbox_task(tmp_path), IMAGE, labels=LABEL, client=oracle_docker)
     try:
-        yield b
+        yield sandbox
     finally:
-        b.close()
+        sandbox.close(remove_snapshots=True)
+
+
+def agent(sandbox, command: str) -> tuple[int | None, str]:
+    """One command in the agent's persistent shell; (exit code, output text)."""
+    res = sandbox.run(command)
+    return res.exit_code, res.output.decode("utf-8", "replace")

@@ -208,7 +208,7 @@ def _is_the_pipe(now: ManifestEntry, pipe: ManifestEntry | None) -> bool:
     if pipe is None or pipe.type != "fifo":
         return False
     if now.ino and pipe.ino:
-        return now.ino == pipe.ino
+        return (now.ino, now.mtime_ns) == (pipe.ino, pipe.mtime_ns)
     # A tar stream carries no inode: the best we can say is that it looks the same.
     return now.mode == pipe.mode and now.uid == pipe.uid
 

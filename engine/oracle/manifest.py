@@ -63,9 +63,11 @@ class ManifestEntry:
     size: int | None = None  # regular files only
     sha256: str | None = None  # regular files only
     target: str | None = None  # symlinks only
-    # Identity (inode) where the source knows it (host walk); 0 from a tar stream. Used only to tell
-    # the fault's own pipe from a look-alike, never as a change kind.
+    # Identity where the source knows it (host walk; 0 from a tar stream): the inode, and mtime
+    # because a freed inode number is soon reused. Used only to tell the fault's own pipe from a
+    # look-alike, never as a change kind.
     ino: int = 0
+    mtime_ns: int = 0
 
     def props(self) -> dict:
         """The judged properties, JSON-ready (paths and targets made printable)."""
@@ -240,6 +242,7 @@ class _Walk:
                 st.st_gid,
                 target=target,
                 ino=st.st_ino,
+                mtime_ns=st.st_mtime_ns,
             )
         self.remember(rel, key, entry)
         return entry
@@ -254,7 +257,15 @@ class _Walk:
             if not stat.S_ISREG(fst.st_mode):
                 # Swapped for something else between lstat and open; record what we really have.
                 kind = _type_of(fst.st_mode)
-                return ManifestEntry(rel, kind, mode, fst.st_uid, fst.st_gid, ino=fst.st_ino)
+                return ManifestEntry(
+                    rel,
+                    kind,
+                    mode,
+                    fst.st_uid,
+                    fst.st_gid,
+                    ino=fst.st_ino,
+                    mtime_ns=fst.st_mtime_ns,
+                )
             if self.keep_texts and fst.st_size <= TEXT_MAX:
                 data = _read_fd(fd, TEXT_MAX)
                 if len(data) > TEXT_MAX:  # grew while we read: hash the whole thing
@@ -268,7 +279,16 @@ class _Walk:
                 digest = _hash_fd(fd)
             self.hashed += 1
             entry = ManifestEntry(
-                rel, "file", mode, fst.st_uid, fst.st_gid, fst.st_size, digest, None, fst.st_ino
+                rel,
+                "file",
+                mode,
+                fst.st_uid,
+                fst.st_gid,
+                fst.st_size,
+                digest,
+                None,
+                fst.st_ino,
+                fst.st_mtime_ns,
             )
             self.remember(rel, _stat_key(fst), entry)
             return entry
@@ -288,6 +308,7 @@ class _Walk:
             home_st.st_uid,
             home_st.st_gid,
             ino=home_st.st_ino,
+            mtime_ns=home_st.st_mtime_ns,
         )
         # Depth-first with one open descriptor per level: paths never grow past PATH_MAX.
         stack: list[tuple[int, str, Iterator[os.DirEntry], int]] = []
