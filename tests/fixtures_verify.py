@@ -103,12 +103,18 @@ def snapshot(docker_client: docker.DockerClient) -> Iterator[Snapshot]:
             pass
 
 
-def write_tests(folder: Path, files: dict[str, str]) -> dict[str, Path]:
-    """Test files written to `folder`, as a Segment.tests map (name under /tests -> path)."""
-    out = {}
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        out[name] = path
-    return out
+@pytest.fixture
+def write_tests(tmp_path: Path) -> Callable[[dict[str, str]], dict[str, Path]]:
+    """write(files) -> a Segment.tests map (name under /tests -> host path) of the given texts."""
+    folder = tmp_path / "tests"
+
+    def write(files: dict[str, str]) -> dict[str, Path]:
+        out = {}
+        for name, text in files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+            out[name] = path
+        return out
+
+    return write

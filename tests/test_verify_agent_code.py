@@ -27,6 +27,8 @@ def test_plain_file_checks_are_not_flagged():
             out = subprocess.run(["cat", "/home/user/out.json"], capture_output=True)
             assert subprocess.run(["ls", "-l"], cwd=HOME).returncode == 0
             assert hashlib.sha256(b"x").hexdigest()
+            import ctypes
+            assert ctypes.CDLL(None).getpid() and ctypes.CDLL("libc.so.6")
         """
     )
     assert not report.flagged, report.lines()

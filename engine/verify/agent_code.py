@@ -254,6 +254,8 @@ class _Scanner(ast.NodeVisitor):
         elif name in IN_PROCESS_CALLS:
             if name.startswith(("pickle.", "marshal.")) and _only_literal_bytes(node):
                 return
+            if name.startswith("ctypes.") and _system_library(node):
+                return
             self.add(node, "exec", f"{IN_PROCESS_CALLS[name]}: {name}()", True)
         elif name in IMPORT_CALLS:
             module = node.args[0] if node.args else None
@@ -314,6 +316,15 @@ def _has_shell(node: ast.Call) -> bool:
         kw.arg == "shell" and isinstance(kw.value, ast.Constant) and bool(kw.value.value)
         for kw in node.keywords
     )
+
+
+def _system_library(node: ast.Call) -> bool:
+    """ctypes.CDLL(None) (the process itself) or a bare library name (found by the loader in
+    the system's folders, not in a path the agent could have written)."""
+    if not node.args or not isinstance(node.args[0], ast.Constant):
+        return False
+    value = node.args[0].value
+    return value is None or (isinstance(value, str) and "/" not in value)
 
 
 def _only_literal_bytes(node: ast.Call) -> bool:
