@@ -9,19 +9,24 @@ base image, with a warning that names it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import json
 import os
 import re
+import socket
 import stat
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker.errors
+from docker.utils.json_stream import json_stream
 
 import docker
 from engine.sandbox.base import SandboxError
@@ -277,41 +282,70 @@ def _run_build(
     log: io.TextIOBase,
     say: Progress,
 ) -> None:
+    """POST /build and follow its stream into the log. The response is ours, so at the deadline
+    its socket is shut down from a timer: the engine sees the client go and cancels the build,
+    even in the middle of a silent RUN step."""
     limit = task.environment.build_timeout_sec
-    deadline = time.monotonic() + limit
+    api = client.api
+    params = {
+        "t": tag,
+        "rm": True,
+        "forcerm": True,
+        "dockerfile": "Dockerfile",
+        "labels": json.dumps({"depthtui.task": task.id, **labels}),
+    }
     error = ""
+    expired = threading.Event()
     try:
-        stream = client.api.build(
-            fileobj=context,
-            custom_context=True,
-            dockerfile="Dockerfile",
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            labels={"depthtui.task": task.id, **labels},
-            timeout=int(limit) + 5,
+        response = api.post(
+            f"{api.base_url}/v{api.api_version}/build",
+            params=params,
+            data=context,
+            headers={"Content-Type": "application/x-tar"},
+            stream=True,
+            timeout=None,
         )
-        for chunk in stream:
-            line = chunk.get("stream") or chunk.get("status") or ""
-            if chunk.get("error"):
-                error = chunk["error"]
-                line = f"ERROR: {error}\n"
-            if line:
-                log.write(line if line.endswith("\n") else line + "\n")
-                log.flush()
-                if line.strip():
-                    say(line.rstrip("\n"))
-            if time.monotonic() > deadline:
-                error = f"the build took longer than build_timeout_sec = {limit:g} s"
-                log.write(f"ERROR: {error}\n")
-                stream.close()
-                break
-    except docker.errors.APIError as exc:
-        error = exc.explanation or str(exc)
+    except Exception as exc:
+        raise SandboxError("build", f"cannot start the build of {task.id}: {exc}") from None
+
+    def expire() -> None:
+        expired.set()
+        sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        response.close()
+
+    timer = threading.Timer(limit, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        if response.status_code >= 400:
+            error = f"the engine refused the build: {response.status_code} {response.text[:500]}"
+            log.write(f"ERROR: {error}\n")
+        else:
+            for chunk in json_stream(response.iter_content(chunk_size=None, decode_unicode=False)):
+                line = chunk.get("stream") or chunk.get("status") or ""
+                if chunk.get("error"):
+                    error = chunk["error"]
+                    line = f"ERROR: {error}\n"
+                if line:
+                    log.write(line if line.endswith("\n") else line + "\n")
+                    log.flush()
+                    if line.strip():
+                        say(line.rstrip("\n"))
+    except Exception as exc:
+        if not expired.is_set():
+            error = f"the build stream broke: {exc}"
+            log.write(f"ERROR: {error}\n")
+    finally:
+        timer.cancel()
+        response.close()
+    if expired.is_set():
+        error = f"the build took longer than build_timeout_sec = {limit:g} s and was stopped"
         log.write(f"ERROR: {error}\n")
-    except Exception as exc:  # a read timeout: a step silent for longer than the limit
-        error = f"the build stopped answering within build_timeout_sec = {limit:g} s ({exc})"
+    elif not error and not _have(client, tag):
+        error = "the build ended without producing the image"
         log.write(f"ERROR: {error}\n")
     log.flush()
     if error:

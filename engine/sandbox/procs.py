@@ -25,20 +25,15 @@ list_procs() {
 }
 """
 
-# $1 = the agent shell's pid, $2 = when the command began, in clock ticks since boot, or, written
-# as -N, N ticks before now (for an engine on another machine, whose boot clock we cannot read).
-# Kills every descendant of the shell that started since the command began (earlier background
-# jobs are left alone), and never the shell itself.
+# $1 = the agent shell's pid; $2 = the last pid the kernel had handed out when the command began
+# (from /proc/loadavg); $3 = the clock tick since boot it began in, or empty when the engine's
+# clock is not ours to read. A process is the command's if it descends from the shell and is
+# newer: a higher pid, or (after the pid counter wrapped) a later tick. Earlier background jobs
+# are left alone, and so is the shell itself.
 KILL_COMMAND = (
     _LIST
     + r"""
-shell=$1; since=$2
-case "$since" in
-    -*)
-        read -r up _ < /proc/uptime
-        whole=${up%.*}; frac=${up#*.}
-        since=$(( whole * 100 + 1${frac%"${frac#??}"} - 100 + since )) ;;
-esac
+shell=$1; lastpid=$2; tick=$3
 procs=$(list_procs)
 tree=" $shell "
 grew=1
@@ -54,7 +49,9 @@ done
 while read -r p pp uid start comm; do
     [ "$p" = "$shell" ] && continue
     case "$tree" in *" $p "*) ;; *) continue ;; esac
-    [ "$start" -ge "$since" ] || continue
+    if [ "$p" -le "$lastpid" ]; then
+        [ -n "$tick" ] && [ "$start" -gt "$tick" ] || continue
+    fi
     kill -9 "$p" 2>/dev/null && echo "$p $comm"
 done <<EOF
 $procs

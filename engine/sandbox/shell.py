@@ -63,7 +63,10 @@ def _frame(payload: bytes, nonce: str) -> bytes:
     # and the second line stays unread (and unseen) until the command is over. `\builtin` keeps
     # an agent's function or alias named read/printf/eval from changing the framing.
     first = (
-        f"IFS= \\builtin read -r -N {len(payload)} __dt_c;"
+        # The last pid handed out before the command: every process it starts is newer.
+        "IFS=' ' \\builtin read -r _ _ _ _ __dt_lp </proc/loadavg;"
+        " \\builtin printf '\\037start %s\\0' \"${__dt_lp:-0}\" >&2;"
+        f" IFS= \\builtin read -r -N {len(payload)} __dt_c;"
         ' \\builtin printf -v __dt_c %b "$__dt_c";'
         ' \\builtin eval "$__dt_c" </dev/null 2>&1\n'
     ).encode()
@@ -72,7 +75,7 @@ def _frame(payload: bytes, nonce: str) -> bytes:
         "{ __dt_ec=$? __dt_fl=$-; \\builtin set +xv; } 2>/dev/null;"
         f" \\builtin printf '\\036%s\\037' {nonce};"
         f' \\builtin printf \'\\036%s %s %s\\0\' {nonce} "$__dt_ec" "$PWD" >&2;'
-        " \\builtin unset __dt_c __dt_ec;"
+        " \\builtin unset __dt_c __dt_ec __dt_lp;"
         " case $__dt_fl in *x*) \\builtin set -x;; esac;"
         " case $__dt_fl in *v*) \\builtin set -v;; esac; \\builtin unset __dt_fl\n"
     ).encode()
@@ -91,6 +94,7 @@ class _Outcome:
         self.out_done = False
         self.exit_code: int | None = None
         self.cwd: str | None = None
+        self.last_pid: int | None = None  # the newest pid when the command began
         self.ended = False  # the stream closed
 
     @property
@@ -124,6 +128,10 @@ class _Outcome:
         if self.exit_code is not None:
             return
         self._err += data
+        if self.last_pid is None:
+            m = re.search(rb"\x1fstart (\d+)\0", self._err)
+            if m:
+                self.last_pid = int(m.group(1))
         at = self._err.find(self.err_mark)
         if at < 0:
             if len(self._err) > _STDERR_KEEP:
@@ -269,7 +277,7 @@ class PersistentShell:
         elif outcome.exit_code is None:
             timed_out = True
             exit_code = None
-            killed = self._kill_command()
+            killed = self._kill_command(outcome.last_pid)
             died = self._pump(outcome, time.monotonic() + KILL_GRACE_S)
             what = f"the command timed out after {timeout:g} s; {_killed(killed)}"
             if outcome.exit_code is not None:
@@ -386,17 +394,15 @@ class PersistentShell:
             where += f" ({wanted} no longer exists)"
         return f"a new shell was started {where}; {lost} are lost"
 
-    def _kill_command(self) -> list[tuple[int, str]]:
+    def _kill_command(self, last_pid: int | None) -> list[tuple[int, str]]:
         if self.pid is None:
             return []
-        now = time.clock_gettime(time.CLOCK_BOOTTIME)
-        if engine_is_local():
-            # Same kernel, same boot clock: the exact tick the command began (less 20 ms).
-            since = str(int(self._began_boot * 100) - 2)
-        else:
-            since = f"-{int((now - self._began_boot) * 100) + 50}"
-        result = self.exec_as("0", procs.sh(procs.KILL_COMMAND, self.pid, since), timeout=30.0)
-        return procs.parse_pids(result.stdout)
+        # Same kernel, same boot clock: the tick the command began in settles processes whose
+        # pid wrapped around. Unknown for an engine on another machine.
+        tick = str(int(self._began_boot * 100)) if engine_is_local() else ""
+        newest = 1 << 30 if last_pid is None else last_pid
+        argv = procs.sh(procs.KILL_COMMAND, self.pid, newest, tick)
+        return procs.parse_pids(self.exec_as("0", argv, timeout=30.0).stdout)
 
     def _kill_shell(self) -> str | None:
         """Kill a busy shell; where it was (its cwd), when that can be read."""

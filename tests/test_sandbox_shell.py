@@ -1,0 +1,190 @@
+"""The agent's persistent bash, in a real container (one per module; tests that break the shell
+on purpose check that it comes back, so later tests still have a working one)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.output import HEAD_BYTES, HEAD_CHARS, TAIL_BYTES, TAIL_CHARS
+from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task, rss_bytes
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[DockerSandbox]:
+    sandbox = start_sandbox(make_task(), BASE, labels=TEST_LABELS)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close(remove_snapshots=True)
+
+
+def test_runs_as_the_agent_in_the_workdir_with_the_tool_environment(sb: DockerSandbox) -> None:
+    r = sb.run('id -u; id -g; pwd; echo "$HOME $USER $TERM $PAGER $GIT_PAGER"; echo $-')
+    lines = r.output.decode().splitlines()
+    assert lines[:4] == ["1000", "1000", "/home/user", "/home/user user dumb cat cat"]
+    assert "i" not in lines[4]  # not an interactive shell
+    assert r.exit_code == 0 and not r.timed_out and not r.shell_restarted
+    assert r.observation == r.output.decode() + "[exit code 0]"
+
+
+def test_cwd_and_variables_persist(sb: DockerSandbox) -> None:
+    sb.run("mkdir -p /tmp/persist && cd /tmp/persist && export EXPORTED=1 && PLAIN=2")
+    sb.run("declare -a ARR=(x y z); f() { echo fn-$1; }")
+    r = sb.run('pwd; echo "$EXPORTED $PLAIN ${ARR[2]}"; f ok; bash -c \'echo "$EXPORTED-$PLAIN"\'')
+    assert r.output.decode() == "/tmp/persist\n1 2 z\nfn-ok\n1-\n"
+    sb.run("cd ~")
+
+
+def test_exit_code_and_merged_stderr(sb: DockerSandbox) -> None:
+    r = sb.run("echo out; echo err >&2; false")
+    assert r.exit_code == 1
+    assert r.output == b"out\nerr\n"
+    assert sb.run("(exit 42)").exit_code == 42
+
+
+def test_stdin_is_dev_null_so_read_returns_at_once(sb: DockerSandbox) -> None:
+    r = sb.run("read x; echo rc=$? x=[$x]; cat; echo cat-done", timeout=10)
+    assert not r.timed_out
+    assert r.output.decode() == "rc=1 x=[]\ncat-done\n"
+
+
+def test_timeout_kills_the_command_and_keeps_the_shell(sb: DockerSandbox) -> None:
+    sb.run("cd /tmp && export KEPT=yes && LOCAL=also")
+    r = sb.run("echo started; sleep 1000", timeout=1.5)
+    assert r.timed_out and r.exit_code is None
+    assert r.observation.startswith("started\n")
+    assert "[timed out]" in r.observation
+    assert "sleep (pid" in r.note and "the shell survived" in r.note
+    assert not r.shell_restarted
+    after = sb.run('pwd; echo "$KEPT $LOCAL"; pgrep -u 1000 -x sleep || echo no-sleep')
+    assert after.output.decode() == "/tmp\nyes also\nno-sleep\n"
+    sb.run("cd ~")
+
+
+def test_timeout_leaves_earlier_background_jobs_alone(sb: DockerSandbox) -> None:
+    sb.run("sleep 777 >/dev/null 2>&1 &")
+    r = sb.run("sleep 1000 | cat", timeout=1.5)
+    assert r.timed_out
+    assert "sleep (pid" in r.note and "cat (pid" in r.note
+    alive = sb.run(
+        "pgrep -u 1000 -fx 'sleep 777' >/dev/null && echo still-there; kill %1 2>/dev/null"
+    )
+    assert alive.output == b"still-there\n"
+
+
+def test_timeout_of_a_busy_shell_replaces_it_in_its_cwd(sb: DockerSandbox) -> None:
+    sb.run("cd /var/tmp && LOST=1")
+    r = sb.run("while :; do :; done", timeout=1.5)
+    assert r.timed_out and r.shell_restarted
+    assert "stayed busy" in r.note and "new shell was started in /var/tmp" in r.note
+    assert "variables, functions and options" in r.note
+    after = sb.run('pwd; echo "[${LOST:-}]"')
+    assert after.output == b"/var/tmp\n[]\n"
+    sb.run("cd ~")
+
+
+def test_exit_is_survived_with_a_note(sb: DockerSandbox) -> None:
+    sb.run("cd /tmp")
+    r = sb.run("echo bye; exit 3")
+    assert r.shell_restarted and r.exit_code == 3 and not r.timed_out
+    assert r.output == b"bye\n"
+    assert "the shell exited with code 3" in r.note
+    assert "a new shell was started in /tmp" in r.note
+    assert r.observation == f"bye\n[exit code 3]\n[{r.note}]"
+    assert sb.run("pwd").output == b"/tmp\n"
+    sb.run("cd ~")
+
+
+def test_kill_9_of_the_shell_is_survived_with_a_note(sb: DockerSandbox) -> None:
+    r = sb.run("kill -9 $$")
+    assert r.shell_restarted and r.exit_code == 137
+    assert "the shell was killed (signal 9)" in r.note
+    assert sb.run("echo back").output == b"back\n"
+
+
+def test_a_100_kb_command_arrives_intact(sb: DockerSandbox) -> None:
+    rng = random.Random(7)
+    alphabet = "abcXYZ019 \t'\"$`\\!*?;&|<>(){}[]#~é€😀"
+    body = "".join(rng.choice(alphabet) if i % 80 else "\n" for i in range(1, 100_001))
+    command = f"cat <<'DEPTHTUI_EOF' | sha256sum\n{body}\nDEPTHTUI_EOF"
+    assert len(command.encode()) > 100_000
+    r = sb.run(command)
+    expected = hashlib.sha256((body + "\n").encode()).hexdigest()
+    assert r.exit_code == 0
+    assert r.output.decode().split()[0] == expected
+
+
+def test_printed_end_markers_do_not_end_the_command(sb: DockerSandbox) -> None:
+    # Everything an agent could print that looks like the framing: the mark bytes with guessed
+    # nonces on stdout and stderr, and the same written to every fd bash might have saved.
+    forge = (
+        r"printf '\036%032x\037' 0; printf '\036%032x 0 /\000' 0 >&2; "
+        r"for fd in 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19; do "
+        r"printf '\036%032x 0 /\000\036%032x\037' 1 1 >&$fd; done 2>/dev/null; "
+        "sleep 0.5; echo after-the-fakes; exit_with=7; (exit $exit_with)"
+    )
+    r = sb.run(forge, timeout=10)
+    assert not r.timed_out and not r.shell_restarted
+    assert r.exit_code == 7
+    assert r.output.endswith(b"after-the-fakes\n")
+    assert b"\x1e" + b"0" * 32 + b"\x1f" in r.output
+    assert "\\x1e" in r.observation and "\x1e" not in r.observation
+
+
+def test_set_x_does_not_show_the_framing(sb: DockerSandbox) -> None:
+    sb.run("set -x")
+    r = sb.run("echo traced")
+    sb.run("set +x")
+    assert r.output == b"++ echo traced\ntraced\n"  # traced inside eval: one level deeper
+    assert sb.run("echo $-").output.decode().find("x") == -1
+
+
+def test_output_is_capped_for_the_model_with_the_omitted_count(sb: DockerSandbox) -> None:
+    r = sb.run("seq 1 100000")
+    text = "".join(f"{i}\n" for i in range(1, 100_001))
+    omitted = len(text) - HEAD_CHARS - TAIL_CHARS
+    assert r.output.decode() == text
+    assert r.observation == (
+        text[:HEAD_CHARS]
+        + f"\n[... {omitted} characters omitted ...]\n"
+        + text[-TAIL_CHARS:]
+        + "[exit code 0]"
+    )
+
+
+def test_hundreds_of_megabytes_keep_memory_bounded(sb: DockerSandbox) -> None:
+    sb.run("true")
+    before = rss_bytes()
+    r = sb.run("yes | head -c 300000000; echo; echo tail-line", timeout=120)
+    grown = rss_bytes() - before
+    assert not r.timed_out and r.exit_code == 0
+    assert r.output_bytes == 300_000_000 + len("\ntail-line\n")
+    assert len(r.output) == HEAD_BYTES + TAIL_BYTES
+    assert r.output.startswith(b"y\ny\n") and r.output.endswith(b"y\n\ntail-line\n")
+    assert grown < 64 * 1024 * 1024, f"RSS grew by {grown} bytes"
+    assert sb.run("echo alive").output == b"alive\n"
+
+
+def test_random_binary_output_is_bounded_and_decoded_safely(sb: DockerSandbox) -> None:
+    before = rss_bytes()
+    r = sb.run("cat /dev/urandom | head -c 5M")
+    grown = rss_bytes() - before
+    assert r.exit_code == 0 and r.output_bytes == 5 * 1024 * 1024
+    assert len(r.output) == HEAD_BYTES + TAIL_BYTES
+    assert grown < 64 * 1024 * 1024
+    body = r.observation.rsplit("\n[exit code 0]", 1)[0]
+    assert "characters omitted" in body
+    assert not any(ord(c) < 32 and c not in "\n\t" for c in body)
+    assert sb.run("echo alive").output == b"alive\n"
+
+
+def test_a_nul_byte_command_is_refused_not_run(sb: DockerSandbox) -> None:
+    r = sb.run("echo a\0b")
+    assert r.exit_code is None and r.observation.startswith("[not run:")
