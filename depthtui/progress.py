@@ -8,6 +8,7 @@ showing its episode's phase: building, starting, turn k of cap (a bar), verifyin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -24,7 +25,8 @@ from engine.jobs.containers import docker_problem
 from engine.jobs.owner import this_owner
 from engine.jobs.runner import JobListener, JobOutcome, describe_event, run_job
 from engine.jobs.takeover import take_over
-from engine.protocol.kinds import ProgressEvent, UnitResult
+from engine.protocol.kinds import JobKind, ProgressEvent, UnitResult
+from engine.protocol.registry import get_kind
 from store.db import Store
 from store.queue import ClaimedJob, claim_job, interrupt_episodes, job_state, set_job_message
 
@@ -116,12 +118,15 @@ def run_foreground(
     *,
     console: Console | None = None,
     check_docker: bool = True,
+    resolve: Callable[[str], JobKind] = get_kind,
 ) -> str:
     """Run queued job `job_id` in this process with progress bars; its final status.
 
     Ctrl-C cancels (episodes in flight are marked interrupted and their containers removed; a
     second Ctrl-C stops waiting). With no Docker engine the job stays queued and the status is
-    'queued'. Raises JobNotRunnable when the job is not queued."""
+    'queued'. When a background engine claimed the job first, this follows its progress instead
+    (Ctrl-C then asks that engine to cancel). Raises JobNotRunnable for a job that is neither
+    queued nor running."""
     console = console or Console(stderr=True)
     owner = this_owner()
     if check_docker:
@@ -141,17 +146,58 @@ def run_foreground(
         if state is None:
             raise JobNotRunnable(f"job {job_id}: no such job")
         status, holder = state
+        if status == "running":
+            return follow_job(store, job_id, console)
         raise JobNotRunnable(
             f"job {job_id} is {status}" + (f" (owner {holder})" if holder else "") + ", not queued"
         )
     started = time.monotonic()
     try:
         with RichJobDisplay(console) as display:
-            outcome = run_job(store, job, owner, workers=workers, listener=display)
+            outcome = run_job(store, job, owner, workers=workers, listener=display, resolve=resolve)
     except KeyboardInterrupt:
         outcome = _cancel_late(store, job, owner)
     _print_outcome(console, job, outcome, time.monotonic() - started)
     return outcome.status
+
+
+def follow_job(store: Store, job_id: int, console: Console, every_s: float = 0.5) -> str:
+    """Show the progress of a job another process runs until it stops running; its status.
+    Ctrl-C asks for a cancel (the owner stops it within seconds)."""
+    from store.jobs import JobError, get_job, request_cancel
+
+    job = get_job(store, job_id)
+    console.print(f"job {job_id} is run by {job.owner}; following it", highlight=False)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bars:
+        line = bars.add_task(f"job {job_id} {job.kind}", total=None)
+        while True:
+            try:
+                job = get_job(store, job_id)
+                bars.update(
+                    line,
+                    total=job.progress_total or None,
+                    completed=job.progress_done,
+                    description=f"job {job_id} {job.kind} [dim]{job.message[:60]}[/]",
+                )
+                if job.status != "running":
+                    break
+                time.sleep(every_s)
+            except KeyboardInterrupt:
+                try:
+                    request_cancel(store, job_id)
+                except JobError:
+                    continue  # it ended meanwhile
+                console.print("cancel requested; waiting for the engine to stop the job")
+    style = STATUS_STYLE.get(job.status, "bold")
+    console.print(f"job {job_id} [{style}]{job.status}[/]: {job.message}", highlight=False)
+    return job.status
 
 
 def _cancel_late(store: Store, job: ClaimedJob, owner: str) -> JobOutcome:

@@ -5,7 +5,7 @@
 and a running one is never run twice), polls should_stop between episodes and should_abort
 between turns, spends `cost` per episode, and with `container: true` holds a real Docker
 container (labelled depthtui.test=1) for each episode. A unit listed in `fail` returns ok=False;
-one in `raise` raises.
+one in `raise` raises. `blob_kb` pads each finished episode's spec_json.
 
 The jobs table only takes the real kinds' names, so toy jobs are submitted as `check` jobs and
 the test's runner resolves `check` to the toy kind: in-process through `resolve`, in an engine
@@ -28,6 +28,7 @@ from store.queue import claim_episode, complete_episode, set_episode_container
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_LABEL = "depthtui.test"
+STORE_LABEL = "depthtui.test.store"  # which test's store a container belongs to
 IMAGE = "depthtui/base:bookworm"
 
 
@@ -38,7 +39,7 @@ def _units(store: Store, params: dict[str, Any]) -> list[str]:
     return [str(u) for u in units]
 
 
-def _start_container(owner: str, job_id: int | None, unit: str) -> str:
+def _start_container(store: Store, owner: str, job_id: int | None, unit: str) -> str:
     import docker
 
     client = docker.from_env()
@@ -53,6 +54,7 @@ def _start_container(owner: str, job_id: int | None, unit: str) -> str:
                 "depthtui.owner": owner,
                 "depthtui.job": str(job_id),
                 "depthtui.unit": unit,
+                STORE_LABEL: str(store.path),
             },
         )
         return container.id
@@ -110,7 +112,7 @@ def _run_unit(ctx: UnitContext, unit: str) -> UnitResult:
         cid = None
         if p.get("container"):
             ctx.progress(ProgressEvent(unit, "start", claim.episode_id, label=f"#{i}"))
-            cid = _start_container(ctx.owner, ctx.job_id, unit)
+            cid = _start_container(ctx.store, ctx.owner, ctx.job_id, unit)
             set_episode_container(ctx.store, claim.episode_id, ctx.owner, cid)
         turns = int(p.get("turns", 1))
         for t in range(1, turns + 1):
@@ -121,7 +123,14 @@ def _run_unit(ctx: UnitContext, unit: str) -> UnitResult:
         ctx.add_cost(float(p.get("cost", 0.0)))
         if cid:
             _remove_container(cid)
-        complete_episode(ctx.store, claim.episode_id, ctx.owner, {"passed": 1, "turns": turns})
+        # `blob_kb` makes each finished episode big (the disk-full test fills a small disk).
+        blob = "x" * (int(p.get("blob_kb", 0)) * 1024)
+        complete_episode(
+            ctx.store,
+            claim.episode_id,
+            ctx.owner,
+            {"passed": 1, "turns": turns, "spec_json": f'{{"blob": "{blob}"}}'},
+        )
         ran += 1
     return UnitResult(unit=unit, ok=True, episodes_run=ran, episodes_reused=reused)
 
@@ -175,12 +184,18 @@ def wait_for(predicate: Any, timeout: float = 60.0, every: float = 0.1) -> Any:
     raise AssertionError(f"gave up after {timeout:.0f} s waiting for {predicate}")
 
 
-def labelled_containers() -> list[str]:
-    """Ids of containers labelled depthtui.test=1 (running or not)."""
+def store_containers(db: Path) -> list[str]:
+    """Ids of the test containers made for this store (running or not)."""
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={TEST_LABEL}=1"],
+        ["docker", "ps", "-aq", "--filter", f"label={STORE_LABEL}={db}"],
         capture_output=True,
         text=True,
         check=True,
     )
     return out.stdout.split()
+
+
+def remove_store_containers(db: Path) -> None:
+    ids = store_containers(db)
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)

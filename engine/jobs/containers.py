@@ -3,7 +3,6 @@ that interrupted episodes left behind."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -61,18 +60,19 @@ def remove_containers(ids: Iterable[str | None]) -> tuple[int, list[str]]:
     return removed, errors
 
 
-def gc_dead_owners(owner_alive: Callable[[str], bool]) -> list[str]:
+def gc_dead_owners(owner_alive: Callable[[str], bool]) -> tuple[int, list[str]]:
     """Let the sandbox remove every container (and snapshot image) whose owner label names a dead
-    process. Returns errors; an engine without the sandbox's gc only removes by episode row."""
+    process: this also catches a container started just before its owner died, before any
+    episode row named it. Returns how many containers went, and the errors."""
+    from engine.sandbox.gc import gc
+
     try:
-        sandbox = importlib.import_module("engine.sandbox.gc")
-    except ImportError:
-        return []
-    gc = getattr(sandbox, "gc", None)
-    if gc is None:
-        return []
-    try:
-        gc(owner_alive=owner_alive)
+        result = gc(owner_alive=owner_alive)
     except Exception as exc:
-        return [f"sandbox gc failed: {exc}"]
-    return []
+        return 0, [f"sandbox gc failed: {_first_line(exc)}"]
+    return len(result.containers), []
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -87,12 +87,14 @@ class Engine:
         beat.start()
         failures = 0
         next_takeover = 0.0
+        sweep = True  # the first look also sweeps containers of dead owners by label
         try:
             while not self.stop_event.is_set():
                 try:
                     if time.monotonic() >= next_takeover:
                         next_takeover = time.monotonic() + TAKEOVER_EVERY_S
-                        report = take_over(store)
+                        report = take_over(store, sweep=sweep)
+                        sweep = False
                         if report:
                             log.info("%s", report.describe())
                     if queued_count(store) == 0:

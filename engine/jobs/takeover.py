@@ -37,7 +37,12 @@ class TakeoverReport:
     errors: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.jobs_requeued or self.episodes_interrupted or self.errors)
+        return bool(
+            self.jobs_requeued
+            or self.episodes_interrupted
+            or self.containers_removed
+            or self.errors
+        )
 
     def describe(self) -> str:
         return (
@@ -49,10 +54,18 @@ class TakeoverReport:
 
 
 def take_over(
-    store: Store, *, alive: Callable[[str | None, str | None], bool] = owner_alive
+    store: Store,
+    *,
+    alive: Callable[[str | None, str | None], bool] = owner_alive,
+    sweep: bool = False,
 ) -> TakeoverReport:
-    """Requeue the jobs of dead owners, interrupt their episodes, remove their containers."""
+    """Requeue the jobs of dead owners, interrupt their episodes, remove their containers.
+
+    The sandbox's label sweep (containers and snapshots of every dead owner, including one
+    started just before its owner died and never named in an episode row) runs when a dead
+    owner was found, or always with `sweep` (an engine starting)."""
     requeued: list[int] = []
+    dead_engines = 0
     gone: list[Interrupted] = []
     for job in running_jobs(store):
         owner = job["owner"]
@@ -73,9 +86,13 @@ def take_over(
     for engine in list_engines(store, live_only=True):
         if not alive(engine["owner"], engine["heartbeat_at"]):
             set_engine_status(store, engine["owner"], "dead", "found dead by another engine")
+            dead_engines += 1
     with_container = [g.container_id for g in gone if g.container_id]
     removed, errors = remove_containers(with_container)
-    errors += gc_dead_owners(lambda o: alive(o, owner_heartbeat(store, o)))
+    if sweep or requeued or gone or dead_engines:
+        swept, gc_errors = gc_dead_owners(lambda o: alive(o, owner_heartbeat(store, o)))
+        removed += swept
+        errors += gc_errors
     return TakeoverReport(
         jobs_requeued=tuple(requeued),
         episodes_interrupted=tuple(g.episode_id for g in gone),
