@@ -136,7 +136,8 @@ CREATE TABLE episodes (
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,
-    timings_json TEXT NOT NULL DEFAULT '{}'   -- harness phase -> seconds
+    timings_json TEXT NOT NULL DEFAULT '{}',  -- harness phase -> seconds
+    final_changes_json TEXT NOT NULL DEFAULT '{}'  -- property-level changes baseline -> end: {path: [kinds]}
 );
 CREATE INDEX episodes_task ON episodes(task_id);
 CREATE INDEX episodes_job ON episodes(job_id);

@@ -1,0 +1,60 @@
+"""Read-only queries that reports and exports are built from. They take any connection, so a
+report can be printed from a read-only viewer connection while the engine writes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Iterable = ()) -> list[dict]:
+    cur = conn.execute(sql, tuple(params))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def tasks(conn: sqlite3.Connection, task_ids: list[str] | None = None) -> list[dict]:
+    sql = "SELECT id, dataset, name, format, segments, work, content_hash, task_json FROM tasks"
+    rows = _rows(conn, sql + " ORDER BY dataset, id")
+    for row in rows:
+        row["metadata"] = json.loads(row.pop("task_json") or "{}").get("metadata", {})
+    if task_ids is not None:
+        wanted = set(task_ids)
+        rows = [r for r in rows if r["id"] in wanted]
+    return rows
+
+
+def estimates(conn: sqlite3.Connection, protocol: str) -> list[dict]:
+    rows = _rows(
+        conn,
+        "SELECT task_id, task_hash, protocol, model, n_turns, estimate, finished, detail_json "
+        "FROM estimates WHERE protocol = ?",
+        (protocol,),
+    )
+    for row in rows:
+        row["detail"] = json.loads(row.pop("detail_json") or "{}")
+    return rows
+
+
+def done_episodes(
+    conn: sqlite3.Connection,
+    modes: tuple[str, ...],
+    model: str | None = None,
+) -> list[dict]:
+    """Finished episodes of the given modes (newest task content only), one row each."""
+    marks = ",".join("?" for _ in modes)
+    sql = (
+        "SELECT e.id, e.task_id, e.task_hash, e.mode, e.agent, e.cap, e.budget, e.attempt, "
+        "e.prompt_name, e.fault_family, e.turns, e.calls, e.passed, e.complete, e.tests_passed, "
+        "e.tests_total, e.reward, e.safe_success, e.collateral, e.fault_observed_call, "
+        "e.fault_cleared, e.error_kind, e.end_reason, e.cost_usd, e.segments_total, "
+        "e.segments_passed, e.timings_json "
+        "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
+        f"WHERE e.status = 'done' AND e.mode IN ({marks})"
+    )
+    params: list = list(modes)
+    if model is not None:
+        sql += " AND e.agent = ?"
+        params.append(model)
+    return _rows(conn, sql + " ORDER BY e.id", params)
