@@ -397,3 +397,70 @@ def test_sampling_and_provider_pinning_are_sent_in_the_body():
     assert body["max_tokens"] == 512
     assert body["tool_choice"] == "auto" and body["tools"][0]["function"]["name"] == "bash"
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_model_limits_tighten_the_runs_limits():
+    limits = EpisodeLimits(max_total_tokens=8192, max_completion_tokens=None)
+    tight = limits.with_model(max_total_tokens=32768, max_completion_tokens=6144)
+    assert (tight.max_total_tokens, tight.max_completion_tokens) == (8192, 6144)
+    assert EpisodeLimits().with_model(None, None) == EpisodeLimits()
+
+
+def test_make_agent_builds_a_chat_agent_from_a_registry_entry():
+    from engine.agents.make import make_agent
+
+    with ScriptedServer([text("hi")]) as server:
+        agent = make_agent(scripted_config(server))
+        assert isinstance(agent, ChatAgent) and agent.model_id == server.model
+        end = run_segment(agent, FakeSandbox(), Conversation(), "Task.", EpisodeLimits())
+    assert end.finished
+
+
+def test_arguments_sent_as_an_object_are_accepted_and_sent_back_as_text():
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": {"command": "ls"}},
+            }
+        ],
+    }
+    body = {"id": "x", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    with ScriptedServer([ScriptedReply(raw_body=json.dumps(body)), text("done")]) as server:
+        run = Run(server)
+        run.segment()
+    assert [c for c, _ in run.sandbox.ran] == ["ls"]
+    sent = server.chat_requests[1].body["messages"]
+    call = next(m for m in sent if m["role"] == "assistant")["tool_calls"][0]
+    assert call["function"]["arguments"] == '{"command": "ls"}'
+    assert run.turns[0].prompt_tokens == 0  # no usage in the reply: counted as zero
+
+
+def test_a_200_without_choices_is_retried():
+    gateway_error = json.dumps({"error": {"message": "upstream provider failed", "code": 502}})
+    with ScriptedServer([ScriptedReply(raw_body=gateway_error), text("done")]) as server:
+        run = Run(server)
+        end = run.segment()
+    assert end.finished and len(server.chat_requests) == 2 and len(run.sleeps) == 1
+
+
+def test_scripted_server_models_health_and_auth():
+    import urllib.error
+    import urllib.request
+
+    with ScriptedServer([], api_key="k", models=("a", "b")) as server:
+        root = server.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(root + "/health") as resp:
+            assert resp.status == 200
+        req = urllib.request.Request(
+            server.base_url + "/models", headers={"Authorization": "Bearer k"}
+        )
+        with urllib.request.urlopen(req) as resp:
+            assert [m["id"] for m in json.loads(resp.read())["data"]] == ["a", "b"]
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(server.base_url + "/models")
+        assert err.value.code == 401
+    assert [r.path for r in server.requests] == ["/health", "/v1/models", "/v1/models"]

@@ -225,9 +225,7 @@ class ChatAgent:
                         "type": "function",
                         "function": {
                             "name": (call.get("function") or {}).get("name") or "",
-                            "arguments": (call.get("function") or {}).get("arguments")
-                            if cmd.command is not None
-                            else "{}",
+                            "arguments": _arguments_text(call) if cmd.command is not None else "{}",
                         },
                     }
                     for call, cmd in zip(tool_calls, parsed.commands, strict=True)
@@ -431,6 +429,12 @@ def _reported_cost(usage: Any) -> float | None:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _arguments_text(call: dict) -> str:
+    # Some servers send the arguments as a JSON object; the protocol's history wants a string.
+    args = (call.get("function") or {}).get("arguments")
+    return args if isinstance(args, str) else json.dumps(args)
 
 
 def _with_ids(tool_calls: list, first_call_idx: int) -> list[dict]:
