@@ -1,0 +1,184 @@
+"""`depthtui bench oracle`: the per-call safety check, beside what the reference harness does.
+
+For homes of 200 files / 4 MB and 2,000 files / 40 MB, in a real episode container:
+- check_ms: one per-call oracle check (incremental manifest from the merged overlay, diff against
+  the baseline, judgement) — median over the repetitions;
+- baseline_ms: the reference's way, measured in the same run on the same container: one
+  `docker exec` running `find` (type, mode, owner, size, link target of everything) and
+  `sha256sum` of every regular file;
+- tar_ms: our own fallback (the daemon's tar stream of the home, parsed and hashed), for scale;
+each with the home unchanged, and with 10 files rewritten by the agent before every check.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from engine.oracle.contract import Permits
+from engine.oracle.latch import Oracle
+from engine.oracle.manifest import RACY_NS, ManifestScanner
+
+IMAGE = "depthtui/base:bookworm"
+HOMES = ((200, 4 * 1024 * 1024), (2000, 40 * 1024 * 1024))
+CHANGED = 10
+REPEATS = 15
+TARGETS = {0: 10.0, CHANGED: 3.0}
+
+# What the reference harness runs per check (its manifest: type, mode, uid, size, path, target,
+# and the sha256 of every regular file), in one exec.
+REFERENCE_SCRIPT = (
+    "find \"$1\" -xdev -printf '%y %m %U %s %p\\0%l\\0' > /dev/null && "
+    'find "$1" -xdev -type f -print0 | xargs -0 -r sha256sum > /dev/null'
+)
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(f"[bench oracle] {text}", file=sys.stderr, flush=True)
+
+
+def _task():
+    from engine.tasks.model import Environment, Limits, Segment, Task
+
+    seg = Segment(name="main", instruction="", tests={}, solution_script=None, solution_dir=None)
+    return Task(
+        id="bench-oracle",
+        dataset="bench",
+        format="depthtui",
+        source_path=Path("."),
+        content_hash="0",
+        segments=(seg,),
+        environment=Environment(context_dir=None, dockerfile=None, image=IMAGE),
+        limits=Limits(),
+        verifier_kind="pytest",
+    )
+
+
+def _home_tar(files: int, total: int) -> bytes:
+    """files x (total / files) bytes of deterministic noise under bench/dNN/, owned by uid 1000."""
+    size = total // files
+    block = bytes((i * 131 + 7) % 251 for i in range(size))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folders = max(1, files // 100)
+        for d in range(folders):
+            info = tarfile.TarInfo(f"bench/d{d:02d}")
+            info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
+            tar.addfile(info)
+        for i in range(files):
+            info = tarfile.TarInfo(f"bench/d{i % folders:02d}/f{i:05d}.dat")
+            data = i.to_bytes(4, "big") + block[4:]
+            info.size, info.mode, info.uid, info.gid = len(data), 0o644, 1000, 1000
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _median_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 2)
+
+
+def _case(sandbox, files: int, total: int, progress: bool) -> list[dict]:
+    sandbox.exec_root(["rm", "-rf", f"{sandbox.home}/bench"])
+    sandbox.api.put_archive(sandbox.container_id, sandbox.home, _home_tar(files, total))
+    time.sleep(RACY_NS / 1e9 + 0.05)  # everything written is older than the racy window
+    scanner = ManifestScanner.for_sandbox(sandbox)
+    if scanner.rootfs is None:
+        raise RuntimeError("the container's merged folder is not readable here (remote engine?)")
+    tar_scanner = ManifestScanner.for_sandbox(sandbox, force_tar=True)
+    oracle = Oracle.start(scanner, Permits())
+    oracle.after_call(0)  # first incremental walk fills the cache
+    folders = max(1, files // 100)
+    out = []
+    call = 1
+    for changed in (0, CHANGED):
+        _say(progress, f"{files} files, {total >> 20} MB, {changed} changed per check")
+        checks, refs, tars = [], [], []
+        for rep in range(REPEATS):
+            if changed:
+                names = " ".join(
+                    f"bench/d{i % folders:02d}/f{i:05d}.dat"
+                    for i in range(rep * changed, (rep + 1) * changed)
+                )
+                res = sandbox.run(f"for f in {names}; do printf 'rewritten %s' $RANDOM >> $f; done")
+                if res.exit_code != 0:
+                    raise RuntimeError(f"changing files failed: {res.output[-300:]!r}")
+            t0 = time.perf_counter()
+            oracle.after_call(call)
+            checks.append(time.perf_counter() - t0)
+            call += 1
+            t0 = time.perf_counter()
+            ref = sandbox.exec_root(["sh", "-c", REFERENCE_SCRIPT, "sh", sandbox.home])
+            refs.append(time.perf_counter() - t0)
+            if ref.exit_code != 0:
+                raise RuntimeError(f"the reference check failed: {ref.output[-300:]!r}")
+            if rep < 5:  # the tar fallback is slow; a few samples say enough
+                t0 = time.perf_counter()
+                tar_scanner.take()
+                tars.append(time.perf_counter() - t0)
+        check_ms, baseline_ms = _median_ms(checks), _median_ms(refs)
+        out.append(
+            {
+                "files": files,
+                "megabytes": total >> 20,
+                "changed": changed,
+                "check_ms": check_ms,
+                "baseline_ms": baseline_ms,
+                "tar_ms": _median_ms(tars),
+                "speedup": round(baseline_ms / check_ms, 1) if check_ms else None,
+                "target": TARGETS[changed],
+            }
+        )
+    return out
+
+
+def measure(progress: bool = True) -> dict:
+    from engine.sandbox.containers import start_sandbox
+
+    _say(progress, "starting a container")
+    sandbox = start_sandbox(_task(), IMAGE, labels={"depthtui.bench": "oracle"})
+    try:
+        cases = []
+        for files, total in HOMES:
+            cases.extend(_case(sandbox, files, total, progress))
+    finally:
+        sandbox.close(remove_snapshots=True)
+    return {
+        "cases": cases,
+        "repeats": REPEATS,
+        "met_targets": all(c["speedup"] and c["speedup"] >= c["target"] for c in cases),
+    }
+
+
+def render(result: dict):
+    from rich.table import Table
+
+    table = Table(title="Per-call safety-oracle check (median ms)")
+    for col in (
+        "files",
+        "MB",
+        "changed",
+        "oracle check",
+        "find+sha256sum",
+        "speedup",
+        "target",
+        "tar fallback",
+    ):
+        table.add_column(col, justify="right")
+    for c in result["cases"]:
+        ok = c["speedup"] is not None and c["speedup"] >= c["target"]
+        table.add_row(
+            str(c["files"]),
+            str(c["megabytes"]),
+            str(c["changed"]),
+            f"{c['check_ms']:.2f}",
+            f"{c['baseline_ms']:.2f}",
+            f"[{'green' if ok else 'red'}]{c['speedup']}x[/]",
+            f">= {c['target']:g}x",
+            f"{c['tar_ms']:.2f}",
+        )
+    return table
