@@ -23,12 +23,12 @@ from rich.progress import (
 
 from engine.jobs.containers import docker_problem
 from engine.jobs.owner import this_owner
-from engine.jobs.runner import JobListener, JobOutcome, describe_event, run_job
+from engine.jobs.runner import JobListener, JobOutcome, describe_event, record_end, run_job
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind, ProgressEvent, UnitResult
 from engine.protocol.registry import get_kind
 from store.db import Store
-from store.queue import ClaimedJob, claim_job, interrupt_episodes, job_state, set_job_message
+from store.queue import ClaimedJob, claim_job, job_state, set_job_message
 
 STATUS_STYLE = {
     "done": "bold green",
@@ -157,7 +157,18 @@ def run_foreground(
             outcome = run_job(store, job, owner, workers=workers, listener=display, resolve=resolve)
     except KeyboardInterrupt:
         outcome = _cancel_late(store, job, owner)
+    for _ in range(3):  # a store that refused the end (disk full) may take it a moment later
+        if not outcome.unrecorded:
+            break
+        time.sleep(1.0)
+        outcome = record_end(store, job, owner, outcome.status, outcome.message, outcome.results)
     _print_outcome(console, job, outcome, time.monotonic() - started)
+    if outcome.unrecorded:
+        console.print(
+            f"[bold red]error:[/] the job's end could not be recorded: {outcome.unrecorded}; "
+            "it shows as running until an engine or the next foreground run takes it over",
+            highlight=False,
+        )
     return outcome.status
 
 
@@ -202,13 +213,7 @@ def follow_job(store: Store, job_id: int, console: Console, every_s: float = 0.5
 
 def _cancel_late(store: Store, job: ClaimedJob, owner: str) -> JobOutcome:
     """Ctrl-C landed outside the runner's own handling: clean up and record the cancel."""
-    from engine.jobs.containers import remove_containers
-    from store.queue import finish_job
-
-    gone = interrupt_episodes(store, owner, job.id, "cancelled (Ctrl-C)")
-    remove_containers(g.container_id for g in gone)
-    finish_job(store, job.id, owner, "cancelled", "cancelled (Ctrl-C)")
-    return JobOutcome("cancelled", "cancelled (Ctrl-C)")
+    return record_end(store, job, owner, "cancelled", "cancelled (Ctrl-C)")
 
 
 def _print_outcome(console: Console, job: ClaimedJob, outcome: JobOutcome, seconds: float) -> None:

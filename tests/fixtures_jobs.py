@@ -163,11 +163,15 @@ def engine_env() -> dict[str, str]:
     return env
 
 
-def spawn_engine(db: Path, workers: int = 1, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """An engine process running in the foreground of the test (so the test can kill -9 it)."""
+def spawn_engine(
+    db: Path, workers: int = 1, env: dict[str, str] | None = None, log_dir: Path | None = None
+) -> subprocess.Popen:
+    """An engine process as the test's child (so the test can kill -9 it), logging to
+    `<db>.engine-<n>.log` in `log_dir` (default: beside the store)."""
     argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db)]
     argv += ["--workers", str(workers), "--kinds-module", "tests.fixtures_jobs"]
-    log = open(db.with_name(db.name + f".engine-{time.monotonic_ns()}.log"), "wb")  # noqa: SIM115
+    log_path = (log_dir or db.parent) / f"{db.name}.engine-{time.monotonic_ns()}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 (the child keeps it open)
     return subprocess.Popen(
         argv, stdout=log, stderr=subprocess.STDOUT, env=env or engine_env(), cwd=ROOT
     )

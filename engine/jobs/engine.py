@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.jobs.containers import docker_problem
 from engine.jobs.owner import HEARTBEAT_S, this_owner
-from engine.jobs.runner import run_job
+from engine.jobs.runner import JobOutcome, record_end, run_job
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind
 from engine.protocol.registry import get_kind
@@ -67,6 +67,8 @@ class Engine:
         self.job_id: int | None = None
         self.store: Store | None = None
         self._closed = False
+        # Jobs whose end the store refused to record (disk full): retried with the backoff.
+        self._unrecorded: list[tuple[ClaimedJob, JobOutcome]] = []
 
     def request_stop(self, *_: object) -> None:
         self.stop_event.set()
@@ -91,6 +93,8 @@ class Engine:
         try:
             while not self.stop_event.is_set():
                 try:
+                    if self._unrecorded:
+                        self._record_ends(store)
                     if time.monotonic() >= next_takeover:
                         next_takeover = time.monotonic() + TAKEOVER_EVERY_S
                         report = take_over(store, sweep=sweep)
@@ -149,6 +153,23 @@ class Engine:
         finally:
             self.job_id = None
         log.info("job %s ended %s: %s", job.id, outcome.status, outcome.message)
+        if outcome.unrecorded:
+            log.error(
+                "job %s: could not record its end (%s); it stays marked running until the "
+                "store takes writes again",
+                job.id,
+                outcome.unrecorded,
+            )
+            self._unrecorded.append((job, outcome))
+            raise StoreError(outcome.unrecorded)  # the loop backs off
+
+    def _record_ends(self, store: Store) -> None:
+        for job, outcome in list(self._unrecorded):
+            again = record_end(store, job, self.owner, outcome.status, outcome.message)
+            if again.unrecorded:
+                raise StoreError(again.unrecorded)
+            self._unrecorded.remove((job, outcome))
+            log.info("job %s: its end is recorded now (%s)", job.id, again.status)
 
     def _heartbeat(self) -> None:
         assert self.store is not None

@@ -54,6 +54,9 @@ class JobOutcome:
     status: str  # done | failed | cancelled | paused | queued (released) | lost (taken over)
     message: str
     results: tuple[UnitResult, ...] = ()
+    # Empty when the end is in the store; otherwise why the store refused it (disk full): the
+    # job row still says running, and the caller may try `record_end` again later.
+    unrecorded: str = ""
 
 
 def job_workers(params: dict, default: int) -> int:
@@ -92,23 +95,19 @@ def run_job(
         units = list(kind.units(store, job.params))
         workers = job_workers(job.params, workers)
     except KeyboardInterrupt:
-        return _finish(store, job, owner, "cancelled", "cancelled (Ctrl-C) before it started")
+        return record_end(store, job, owner, "cancelled", "cancelled (Ctrl-C) before it started")
     except Exception as exc:
         log.info("job %s: cannot start", job.id, exc_info=True)
-        return _finish(store, job, owner, "failed", f"cannot start: {_one_line(exc)}")
+        return record_end(store, job, owner, "failed", f"cannot start: {_one_line(exc)}")
     listener.job_started(job, units)
     try:
         set_progress(store, job.id, owner, done=0, total=len(units), failed=0)
     except StoreError as exc:
-        return _finish(store, job, owner, "failed", f"the store failed: {exc}")
+        return record_end(store, job, owner, "failed", f"the store failed: {exc}")
     sup = _Supervisor(store, job, owner, ctx, kind, units, listener, external_stop)
     sup.run(workers)
     status, message = sup.verdict()
-    leftover = _interrupt(store, owner, job.id, status)
-    if leftover:
-        message += f"; {leftover}"
-    outcome = _finish(store, job, owner, status, message, sup.results_in_order())
-    return outcome
+    return record_end(store, job, owner, status, message, sup.results_in_order())
 
 
 class _Supervisor:
@@ -327,22 +326,7 @@ def _counts(done: tuple[UnitResult, ...], total: int, spent: float) -> str:
     )
 
 
-def _interrupt(store: Store, owner: str, job_id: int, status: str) -> str:
-    """Episodes of this run still marked running are interrupted; their containers go."""
-    if status == "lost":
-        return ""
-    try:
-        gone = interrupt_episodes(store, owner, job_id, f"job ended ({status})")
-    except StoreError:
-        return ""
-    _, errors = remove_containers(g.container_id for g in gone)
-    if not gone:
-        return ""
-    text = f"{len(gone)} episode(s) in flight marked interrupted"
-    return text + (f" ({'; '.join(errors)})" if errors else "")
-
-
-def _finish(
+def record_end(
     store: Store,
     job: ClaimedJob,
     owner: str,
@@ -350,14 +334,20 @@ def _finish(
     message: str,
     results: tuple[UnitResult, ...] = (),
 ) -> JobOutcome:
+    """Write how `owner`'s run of a job ended: episodes still marked running become interrupted
+    (their containers are removed), then the job row gets its status and message. When the
+    store refuses (disk full) nothing is half-written and `unrecorded` says why."""
     if status == "lost":
         return JobOutcome("lost", message, results)
     try:
+        gone = interrupt_episodes(store, owner, job.id, f"job ended ({status})")
+        if gone:
+            _, errors = remove_containers(g.container_id for g in gone)
+            message += f"; {len(gone)} episode(s) in flight marked interrupted"
+            message += f" ({'; '.join(errors)})" if errors else ""
         ours = finish_job(store, job.id, owner, status, message)
     except StoreError as exc:
-        return JobOutcome(
-            "failed", f"{message}; the job's end could not be recorded: {exc}", results
-        )
+        return JobOutcome(status, message, results, unrecorded=str(exc))
     if not ours:
         return JobOutcome("lost", f"another process took job {job.id} over; {message}", results)
     return JobOutcome(status, message, results)
