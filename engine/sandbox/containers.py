@@ -193,10 +193,12 @@ class DockerSandbox:
         killed when that is known. The agent's shell is among them: the next `run` starts a
         new one and says so."""
         self._check_open()
+        before = self._list_uid() if self.agent_uid != 0 else []
+        if self.shell is not None:
+            self.shell.abandon("the harness ended every process of the agent, the shell included")
         if self.agent_uid != 0:
             # kill(-1) as the agent reaches every process of that uid in one atomic sweep, so a
             # fork bomb cannot outrun it.
-            before = self._list_uid()
             for _ in range(5):
                 self.exec_as(str(self.agent_uid), ["/bin/sh", "-c", "kill -9 -1"], timeout=30)
                 if not self._list_uid():

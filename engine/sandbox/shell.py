@@ -49,6 +49,8 @@ READY_TIMEOUT_S = 30.0
 _STDERR_KEEP = 64 * 1024
 _MAX_NAMES = 8
 
+_LOST_OLD = "variables, functions and options set in the old shell"
+
 _NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
 
 
@@ -174,6 +176,7 @@ class PersistentShell:
         self.pid: int | None = None
         self._exec_id: str | None = None
         self._stream: ExecStream | None = None
+        self._ended_note = ""
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -249,27 +252,36 @@ class PersistentShell:
 
     # --- one command ------------------------------------------------------------------------
 
+    def abandon(self, reason: str) -> None:
+        """The harness ended the shell (say, by killing every agent process): drop it and its
+        stream; the next command starts a new shell and its note says `reason`."""
+        self._drop_stream()
+        self._ended_note = reason
+
     def run(self, command: str, timeout: float | None = None) -> CallResult:
         timeout = self.default_timeout if timeout is None else timeout
         began = time.monotonic()
         if "\0" in command:
             return _refused(command, "a NUL byte (bash cannot hold one in a command)")
-        if self._stream is None:
-            self.start()
-        stream = self._stream
-        assert stream is not None
-        nonce = secrets.token_hex(16)
-        outcome = _Outcome(nonce)
-        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
-        stream.send(_frame(encode_payload(command), nonce))
-
-        deadline = began + timeout
-        died = self._pump(outcome, deadline)
         notes: list[str] = []
-        timed_out = False
         restarted = False
-        exit_code = outcome.exit_code
+        if self._stream is None and self._ended_note:
+            notes.append(f"{self._ended_note}; " + self._restart_note(None, _LOST_OLD))
+            restarted = True
+        elif self._stream is None:
+            self.start()
+        self._ended_note = ""
+        outcome, died = self._send(command, began + timeout)
+        if died and outcome.last_pid is None:
+            # The shell had ended before it read the command (a background `kill $$`, say):
+            # nothing of the command ran, so it runs once in the replacement.
+            said = self._replace_after_death()[1]
+            notes.append(f"before this command, {said}")
+            restarted = True
+            outcome, died = self._send(command, began + timeout)
 
+        timed_out = False
+        exit_code = outcome.exit_code
         if died:
             restarted = True
             exit_code, said = self._replace_after_death()
@@ -291,8 +303,8 @@ class PersistentShell:
                 restarted = True
                 cwd = self._kill_shell()
                 notes.append(
-                    f"{what}; the shell itself stayed busy (a shell loop or a builtin), so it was "
-                    "killed too; "
+                    f"{what}; the shell itself stayed busy (a shell loop or a builtin), so it "
+                    "was killed too; "
                     + self._restart_note(cwd, "variables, functions and options set in it")
                 )
         elif not outcome.out_done:
@@ -316,6 +328,19 @@ class PersistentShell:
                 model_text(capture.head, capture.tail, capture.total), exit_code, timed_out, note
             ),
         )
+
+    def _send(self, command: str, deadline: float) -> tuple[_Outcome, bool]:
+        """Hand the command to the shell and follow it until done or the deadline."""
+        stream = self._stream
+        assert stream is not None
+        nonce = secrets.token_hex(16)
+        outcome = _Outcome(nonce)
+        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        try:
+            stream.send(_frame(encode_payload(command), nonce))
+        except SandboxError:
+            return outcome, True
+        return outcome, self._pump(outcome, deadline)
 
     def _pump(self, outcome: _Outcome, deadline: float) -> bool:
         """Read frames until the command is done or the deadline passes; True if the shell died
@@ -380,9 +405,7 @@ class PersistentShell:
             how = f"the shell exited with code {code}"
         else:
             how = "the shell ended"
-        return code, f"{how}; " + self._restart_note(
-            self.cwd, "variables, functions and options set in the old shell"
-        )
+        return code, f"{how}; " + self._restart_note(self.cwd, _LOST_OLD)
 
     def _restart_note(self, cwd: str | None, lost: str) -> str:
         if cwd:
