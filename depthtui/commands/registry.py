@@ -13,6 +13,7 @@ GROUPS = [
     "depthtui.commands.serve",
     "depthtui.commands.engine",
     "depthtui.commands.jobs",
+    "depthtui.commands.sandbox",
 ]
 
 
