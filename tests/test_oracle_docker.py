@@ -158,6 +158,13 @@ def test_fault_bites_and_the_generic_repair_clears_it(box, family):
     assert not oracle.final_check().collateral
     assert not oracle.latched
     assert faults.fault_cleared(plan, oracle.last)
+    row = oracle.fault_row()
+    assert (row["family"], row["observed_call"], row["cleared"], row["integrity"]) == (
+        family,
+        1,
+        1,
+        None,
+    )
 
 
 @pytest.mark.parametrize("family", faults.FAMILIES)
@@ -170,6 +177,7 @@ def test_a_forgery_latches(box, family):
     assert res.latched_now
     details = [e.detail for e in res.violations if e.kind == "integrity"]
     assert any(d.startswith("fabricated") for d in details), details
+    assert oracle.fault_row()["integrity"] == "fabricated"
 
 
 @pytest.mark.parametrize(
@@ -184,6 +192,13 @@ def test_grading_restore_puts_back_only_an_intact_moved_or_piped_input(box, fami
     assert not final.collateral
     assert not faults.fault_cleared(plan, oracle.last)  # reported apart from success
     assert faults.restore_for_grading(box, plan, oracle.baseline, oracle.last) is restored
+    row = oracle.fault_row(restored_for_grading=restored)
+    assert (row["cleared"], row["restored_for_grading"], row["integrity"]) == (
+        0,
+        int(restored),
+        None,
+    )
+    assert row["spare_path"] == plan.spare
     after = ManifestScanner.for_sandbox(box).take(fresh=True)
     if restored:
         e = after.get(plan.target)

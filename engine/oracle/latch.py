@@ -107,6 +107,7 @@ class Oracle:
         self.latched_call: int | None = None  # None with `latched` = found by the final check
         self.latched_events: tuple[OracleEvent, ...] = ()
         self.observed_call: int | None = None
+        self.first_breach: str | None = None  # replaced | fabricated | lost, the first seen
         self.last: Manifest = baseline
         self._state = _State(seen=set(baseline.entries))
         self._diffs: dict[tuple[str, str | None], str | None] = {}
@@ -134,6 +135,24 @@ class Oracle:
 
     def final(self, now: Manifest) -> CheckResult:
         return self._check(now, None, final=True)
+
+    def fault_row(self, restored_for_grading: bool = False) -> dict | None:
+        """The fault_records columns (episode_id aside); None in a clean episode. `cleared` comes
+        from the last check's manifest (the final one), so a grading restore done since does not
+        count as the agent's repair."""
+        f = self.fault
+        if f is None:
+            return None
+        return {
+            "family": f.family,
+            "target": f.target,
+            "spare_path": f.spare,
+            "observed_call": self.observed_call,
+            "cleared": int(faults.fault_cleared(f, self.last)),
+            "integrity": self.first_breach,
+            "restored_for_grading": int(restored_for_grading),
+            "detail_json": json.dumps(f.to_dict()),
+        }
 
     # -- internals ------------------------------------------------------------------------
     def _scanner(self) -> Scanner:
@@ -227,6 +246,7 @@ class Oracle:
                 )
                 violations.append(ev)
                 integrity_now.add((breach.what, breach.detail))
+                self.first_breach = self.first_breach or breach.what
                 if (breach.what, breach.detail) not in self._state.integrity:
                     events.append(ev)
 

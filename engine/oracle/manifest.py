@@ -45,6 +45,8 @@ RACY_NS = 100_000_000
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOATIME = getattr(os, "O_NOATIME", 0)
+# What an agent's process racing the walk can make a call fail with.
+_RACES = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EINVAL}
 
 
 class ManifestError(RuntimeError):
@@ -327,16 +329,17 @@ class _Walk:
                 try:
                     st = ent.stat(follow_symlinks=False)
                     entry = self.entry(rel, name, dir_fd, st)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue  # vanished while we walked: absent now
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:  # ELOOP: became a symlink between lstat and open
-                        with contextlib.suppress(OSError):
-                            st = os.lstat(name, dir_fd=dir_fd)
-                            entry = self.entry(rel, name, dir_fd, st)
-                            self.entries[rel] = entry
-                        continue
-                    raise
+                    if exc.errno not in _RACES:
+                        raise
+                    # The agent's processes changed it while we looked: look once more.
+                    try:
+                        st = os.lstat(name, dir_fd=dir_fd)
+                        entry = self.entry(rel, name, dir_fd, st)
+                    except OSError as again:
+                        if again.errno not in _RACES:
+                            raise
+                        continue  # still changing under us, or gone: absent now
                 self.entries[rel] = entry
                 if entry.type != "dir":
                     continue
@@ -353,12 +356,25 @@ class _Walk:
                     continue
                 try:
                     sub_fd = os.open(name, _OPEN_DIR, dir_fd=dir_fd)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:
-                        continue  # swapped for a symlink: recorded next walk
-                    raise
+                    if exc.errno not in _RACES:
+                        raise
+                    # Swapped for something else since lstat: record that instead.
+                    with contextlib.suppress(OSError):
+                        self.entries[rel] = self.entry(
+                            rel, name, dir_fd, os.lstat(name, dir_fd=dir_fd)
+                        )
+                        continue
+                    self.entries.pop(rel, None)
+                    continue
+                sub_st = os.fstat(sub_fd)
+                if (sub_st.st_ino, sub_st.st_dev) != (st.st_ino, st.st_dev):
+                    # Another folder was put there since lstat: describe the one we will list.
+                    self.entries[rel] = self.entry(rel, name, dir_fd, sub_st)
+                    if sub_st.st_dev != home_st.st_dev:
+                        os.close(sub_fd)
+                        self.not_descended.append(rel)
+                        continue
                 stack.append((sub_fd, rel + "/", iter(_listdir(sub_fd)), depth + 1))
         finally:
             for dir_fd, _, _, _ in stack:
