@@ -44,8 +44,11 @@ def _feed(h: hashlib._Hash, rel: str, path: Path) -> None:
     if path.is_symlink():
         h.update(b"symlink\0" + os.readlink(path).encode() + b"\0")
         return
-    data = path.read_bytes()
-    h.update(str(len(data)).encode() + b"\0" + data)
+    # Streamed: a task folder may hold a large file (an Apptainer .sif, a dataset).
+    with path.open("rb") as f:
+        h.update(str(os.fstat(f.fileno()).st_size).encode() + b"\0")
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
 
 
 def content_hash(folder: Path) -> str:
