@@ -84,16 +84,26 @@ def oracle_docker():
 
 
 @pytest.fixture
-def box(oracle_docker, tmp_path):
-    """A real episode sandbox (engine.sandbox) on the base image, labelled as a test container."""
-    sandbox = start_sandbox(sandbox_task(tmp_path), IMAGE, labels=LABEL, client=oracle_docker)
+def box_factory(oracle_docker, tmp_path):
+    """Start real episode sandboxes (engine.sandbox) on the base image, labelled as test
+    containers; `volumes` in Docker's bind form. All are removed at the end of the test."""
+    started = []
+
+    def make(volumes: dict | None = None):
+        sandbox = start_sandbox(
+            sandbox_task(tmp_path), IMAGE, labels=LABEL, volumes=volumes, client=oracle_docker
+        )
+        started.append(sandbox)
+        return sandbox
+
     try:
-        yield sandbox
+        yield make
     finally:
-        sandbox.close(remove_snapshots=True)
+        for sandbox in started:
+            sandbox.close(remove_snapshots=True)
 
 
-def agent(sandbox, command: str) -> tuple[int | None, str]:
-    """One command in the agent's persistent shell; (exit code, output text)."""
-    res = sandbox.run(command)
-    return res.exit_code, res.output.decode("utf-8", "replace")
+@pytest.fixture
+def box(box_factory):
+    """One real episode sandbox."""
+    return box_factory()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.oracle import faults, planted
+from engine.oracle import episode, faults, planted
 from engine.oracle.contract import Permits
 from engine.oracle.latch import Oracle
 from engine.oracle.manifest import RACY_NS, ManifestScanner
@@ -214,3 +214,33 @@ def test_no_restore_over_a_fabricated_input(box):
     assert oracle.after_call(1, "make up").collateral
     assert faults.restore_for_grading(box, plan, oracle.baseline, oracle.last) is False
     assert box.get_bytes(plan.target) == b"made up\n"
+
+
+def test_prepare_and_finish_an_episode(box):
+    """The order the runner uses: pristine -> fault -> planted -> baseline ... kill -> final."""
+    _seed_home(box)
+    prep = episode.prepare(box, TASK, TEXT, family="moved_input", seed=5)
+    assert prep.fault.family == "moved_input" and prep.planted
+    base = prep.oracle.baseline
+    assert base.get(prep.fault.spare).sha256 == prep.fault.original_sha256
+    assert base.get(prep.fault.target) is None
+    assert all(base.get(f.path) is not None for f in prep.planted)
+    code, out = _agent(box, "sleep 300 & " + faults.repair_command(prep.fault))
+    assert code == 0, out
+    assert not prep.oracle.after_call(1, faults.repair_command(prep.fault), out).collateral
+    final = episode.finish(box, prep.oracle)
+    assert not final.collateral
+    assert prep.oracle.fault_row()["cleared"] == 1
+    code, out = _agent(box, "pgrep -u 1000 sleep || echo none")
+    assert "none" in out
+
+
+def test_a_mount_under_the_home_makes_the_scanner_use_the_tar_stream(box_factory, tmp_path):
+    """The merged folder would show the image beneath a mount, not what the agent sees."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "from_host.txt").write_text("host\n")
+    sandbox = box_factory(volumes={str(shared): {"bind": f"{H}/mnt", "mode": "ro"}})
+    scanner = ManifestScanner.for_sandbox(sandbox)
+    assert scanner.source == "tar"
+    assert "mnt/from_host.txt" in scanner.take().entries

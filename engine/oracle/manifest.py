@@ -595,7 +595,25 @@ class ManifestScanner:
     @classmethod
     def for_sandbox(cls, sandbox: _SandboxLike, force_tar: bool = False) -> ManifestScanner:
         root = None if force_tar else sandbox.rootfs()
-        return cls(sandbox.home, root, sandbox.container_id)
+        scanner = cls(sandbox.home, root, sandbox.container_id)
+        if root is not None and scanner._mount_in_the_way():
+            # The merged folder shows the image under a mount, not what the agent sees there.
+            scanner.rootfs = None
+        return scanner
+
+    def _mount_in_the_way(self) -> bool:
+        import docker
+
+        try:
+            info = self._api().inspect_container(self.container_id)
+        except (docker.errors.DockerException, ManifestError):
+            return False
+        home = self.home.rstrip("/") + "/"
+        for mount in info.get("Mounts") or []:
+            dest = (mount.get("Destination") or "").rstrip("/") + "/"
+            if home.startswith(dest) or dest.startswith(home):
+                return True
+        return False
 
     @property
     def source(self) -> str:

@@ -109,6 +109,10 @@ PLANTED_KINDS: tuple[_Kind, ...] = (
 )
 
 
+class PlantError(RuntimeError):
+    """Planting failed in the container: a harness error, never the model's fault."""
+
+
 @dataclass(frozen=True)
 class PlantedFile:
     path: str  # absolute container path
@@ -208,7 +212,7 @@ def plant(sandbox: _Planter, files: list[PlantedFile], uid: int, gid: int) -> No
         argv += [f.path, f"{f.mode:o}", str(len(f.data))]
     res = sandbox.exec_root(argv, stdin=b"".join(f.data for f in files))
     if res.exit_code != 0:
-        raise RuntimeError(
+        raise PlantError(
             f"planting {len(files)} files failed (exit {res.exit_code}): "
             f"{res.output.decode('utf-8', 'replace')[-300:]}"
         )
