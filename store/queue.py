@@ -410,3 +410,14 @@ def job_counts(conn: sqlite3.Connection | Store) -> dict[str, int]:
     run = conn.query if isinstance(conn, Store) else _query(conn)
     rows = run("SELECT status, count(*) AS n FROM jobs GROUP BY status", ())
     return {r["status"]: r["n"] for r in rows}
+
+
+def episode_timings(store: Store, job_id: int) -> list[dict[str, Any]]:
+    """The finished episodes of a job with their phase timings (for `depthtui bench engine`)."""
+    rows = store.query(
+        """SELECT id, task_id, agent, error_kind, error_detail, timings_json, started_at,
+                  finished_at
+           FROM episodes WHERE job_id = ? AND status = 'done' ORDER BY id""",
+        (job_id,),
+    )
+    return [dict(r) for r in rows]

@@ -1,0 +1,261 @@
+"""`depthtui bench engine`: episodes per minute with the oracle agent over the demo tasks at 1 and
+2 workers, and the harness's overhead per episode by phase.
+
+Each pass runs a real job through the real runner and episode runner (Docker containers, the
+safety oracle, the verifier) on a fresh store, so no episode is reused. Task images are built
+once before the passes: building is a per-task cost paid once, not per episode, and the `image`
+phase then measures the cache lookup every episode pays.
+
+Overhead = an episode's wall time (the sum of its top-level phases in episodes.timings_json)
+minus the time of the agent's own commands (and model calls, none for the oracle).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.jobs.containers import docker_problem
+from engine.jobs.owner import this_owner
+from engine.jobs.runner import JobListener, run_job
+from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "tasks" / "demo"
+WORKERS = (1, 2)
+TARGET_OVERHEAD_S = 1.5
+
+# Timing keys measured inside the "agent" phase; every other key is a top-level phase.
+NESTED = ("calls", "model", "oracle")
+PHASES = (
+    ("image", "image"),
+    ("start", "start"),
+    ("plant", "plant/fault"),
+    ("baseline", "baseline"),
+    ("segment_setup", "segment setup"),
+    ("agent_harness", "agent calls (harness)"),
+    ("oracle", "  of which safety oracle"),
+    ("final_check", "final check"),
+    ("snapshot", "snapshot"),
+    ("verify", "verify"),
+    ("teardown", "teardown"),
+)
+
+
+def _oracle_unit(ctx: UnitContext, task_id: str) -> UnitResult:
+    """One oracle episode of one task (what `check` runs first, without the nop episode)."""
+    from engine.agents.registry import Registry, builtin_models
+    from engine.protocol.episode import RunContext, run_episode
+    from engine.protocol.spec import EpisodeSpec
+    from engine.tasks.loader import load_task
+    from store.tasks import get_task
+
+    row = get_task(ctx.store, task_id)
+    task = load_task(Path(row["source_path"]))
+    run = RunContext(
+        store=ctx.store,
+        registry=Registry(models=builtin_models(), path=None),
+        owner=ctx.owner,
+        job_id=ctx.job_id,
+        log_dir=Path(ctx.store.path).parent / "build-logs",
+        should_stop=ctx.should_stop,
+        progress=ctx.progress,
+        add_cost=ctx.add_cost,
+    )
+    spec = EpisodeSpec(task_id=task.id, task_hash=task.content_hash, mode="check", agent="oracle")
+    result = run_episode(run, task, spec)
+    ok = result.status == "done" and not result.error_kind
+    error = "" if ok else f"{result.error_kind or result.status}: {result.error_detail or ''}"
+    return UnitResult(task_id, ok, episodes_run=1, error=error)
+
+
+ORACLE = JobKind(
+    name="check",
+    units=lambda store, params: list(params["tasks"]),
+    run_unit=_oracle_unit,
+    describe=lambda params: "depthtui bench engine",
+)
+
+
+class _Printer(JobListener):
+    def __init__(self, workers: int) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.workers = workers
+
+    def unit_finished(self, unit: str, result: UnitResult | None) -> None:
+        mark = "[green]✓[/]" if result and result.ok else "[red]✗[/]"
+        detail = "" if result is None or result.ok else f" {result.error[:100]}"
+        self.console.print(f"  {self.workers} worker(s) {mark} {unit}{detail}", highlight=False)
+
+
+def single_segment_tasks(tasks_dir: Path = DEMO) -> list[Any]:
+    from engine.tasks.loader import load_tasks
+
+    tasks, _errors = load_tasks([tasks_dir])
+    return sorted((t for t in tasks if not t.multi_segment), key=lambda t: t.id)
+
+
+def _build_images(tasks: list[Any], log_dir: Path) -> list[str]:
+    from engine.sandbox.images import build_image
+
+    errors = []
+    for task in tasks:
+        try:
+            build_image(task, log_dir)
+        except Exception as exc:
+            errors.append(f"{task.id}: {exc}")
+    return errors
+
+
+def _pass(workdir: Path, tasks: list[Any], workers: int, progress: bool) -> dict[str, Any]:
+    from engine.tasks.importing import import_paths
+    from store.db import Store
+    from store.jobs import submit_job
+    from store.queue import claim_job
+
+    store = Store(workdir / f"bench-{workers}.db")
+    try:
+        import_paths(store, [t.source_path for t in tasks])
+        ids = [t.id for t in tasks]
+        job_id = submit_job(store, "check", {"tasks": ids, "workers": workers}, "bench")
+        owner = this_owner()
+        job = claim_job(store, job_id, owner)
+        assert job is not None
+        started = time.monotonic()
+        outcome = run_job(
+            store,
+            job,
+            owner,
+            workers=workers,
+            listener=_Printer(workers) if progress else None,
+            resolve=lambda kind: ORACLE,
+        )
+        wall = time.monotonic() - started
+        episodes = [_episode_figures(r) for r in _episode_rows(store, job_id)]
+    finally:
+        store.close()
+    ok = [e for e in episodes if not e["error"]]
+    return {
+        "workers": workers,
+        "status": outcome.status,
+        "wall_s": round(wall, 3),
+        "episodes": len(episodes),
+        "errors": [f"{e['task']}: {e['error']}" for e in episodes if e["error"]],
+        "episodes_per_min": round(len(ok) / wall * 60, 2) if wall else 0.0,
+        "overhead_s": [e["overhead_s"] for e in ok],
+        "phases": [e["phases"] for e in ok],
+    }
+
+
+def _episode_rows(store: Any, job_id: int) -> list[dict]:
+    from store.queue import episode_timings
+
+    return episode_timings(store, job_id)
+
+
+def _episode_figures(row: dict) -> dict[str, Any]:
+    import json
+
+    timings: dict[str, float] = json.loads(row["timings_json"] or "{}")
+    top = sum(v for k, v in timings.items() if k not in NESTED)
+    own = timings.get("calls", 0.0) + timings.get("model", 0.0)
+    phases = {k: v for k, v in timings.items() if k not in ("calls", "model", "agent")}
+    phases["agent_harness"] = max(0.0, timings.get("agent", 0.0) - own)
+    return {
+        "task": row["task_id"],
+        "error": row["error_kind"] and f"{row['error_kind']}: {row['error_detail'] or ''}"[:200],
+        "overhead_s": round(top - own, 4),
+        "phases": phases,
+    }
+
+
+def measure(progress: bool = False, *, tasks_dir: Path = DEMO, limit: int | None = None) -> dict:
+    problem = docker_problem()
+    if problem:
+        return {"error": problem}
+    tasks = single_segment_tasks(tasks_dir)[:limit]
+    if not tasks:
+        return {"error": f"no single-segment tasks under {tasks_dir}"}
+    workdir = Path(tempfile.mkdtemp(prefix="depthtui-bench-"))
+    try:
+        build_errors = _build_images(tasks, workdir / "build-logs")
+        passes = [_pass(workdir, tasks, n, progress) for n in WORKERS]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    first = passes[0]
+    phases = {
+        key: round(statistics.median(p.get(key, 0.0) for p in first["phases"]), 4)
+        for key, _ in PHASES
+        if first["phases"]
+    }
+    per_min = {str(p["workers"]): p["episodes_per_min"] for p in passes}
+    median = round(statistics.median(first["overhead_s"]), 4) if first["overhead_s"] else None
+    return {
+        "tasks": [t.id for t in tasks],
+        "episodes_per_min": per_min,
+        "speedup": round(per_min["2"] / per_min["1"], 2) if per_min.get("1") else None,
+        "overhead_s_median": median,
+        "overhead_s_median_by_workers": {
+            str(p["workers"]): round(statistics.median(p["overhead_s"]), 4)
+            if p["overhead_s"]
+            else None
+            for p in passes
+        },
+        "phases": phases,
+        "target_overhead_s": TARGET_OVERHEAD_S,
+        "meets_target": median is not None and median <= TARGET_OVERHEAD_S,
+        "passes": [
+            {k: v for k, v in p.items() if k not in ("overhead_s", "phases")} for p in passes
+        ],
+        "build_errors": build_errors,
+    }
+
+
+def render(result: dict) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    if "error" in result:
+        return Text(f"bench engine: {result['error']}", style="bold red")
+    head = Table(title=f"engine: oracle episodes over {len(result['tasks'])} demo task(s)")
+    head.add_column("workers")
+    head.add_column("episodes/min", justify="right")
+    head.add_column("wall s", justify="right")
+    head.add_column("overhead median s", justify="right")
+    head.add_column("errors", justify="right")
+    for p in result["passes"]:
+        n = str(p["workers"])
+        overhead = result["overhead_s_median_by_workers"][n]
+        head.add_row(
+            n,
+            f"{p['episodes_per_min']:.1f}",
+            f"{p['wall_s']:.1f}",
+            "-" if overhead is None else f"{overhead:.3f}",
+            str(len(p["errors"])),
+        )
+    phases = Table(title="harness time per episode by phase (median, 1 worker)")
+    phases.add_column("phase")
+    phases.add_column("s", justify="right")
+    for key, label in PHASES:
+        phases.add_row(label, f"{result['phases'].get(key, 0.0):.3f}")
+    verdict = "meets" if result["meets_target"] else "misses"
+    lines = [
+        head,
+        phases,
+        Text(
+            f"median overhead {result['overhead_s_median']} s per episode: {verdict} the "
+            f"{result['target_overhead_s']} s target; 2 workers give {result['speedup']}x "
+            "the episodes per minute of 1"
+        ),
+    ]
+    errors = [e for p in result["passes"] for e in p["errors"]] + result["build_errors"]
+    if errors:
+        lines.append(Text("errors: " + "; ".join(errors[:5]), style="red"))
+    return Group(*lines)
