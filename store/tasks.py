@@ -207,7 +207,8 @@ def find_task_ids(source: Store | sqlite3.Connection, key: str) -> list[str]:
 def get_task(source: Store | sqlite3.Connection, key: str) -> dict[str, Any] | None:
     """The task named by its full id or by a folder name that only one task has; None when no
     task (or more than one) matches. The dict holds the summary columns, `task` (the whole
-    normalized task) and `segments` (instruction, solution, tests {name: text}, work, limits)."""
+    normalized task) and `segment_rows` (per segment: name, instruction, solution, tests
+    {name: text}, work, limits)."""
     conn = _conn(source)
     ids = find_task_ids(conn, key)
     if len(ids) != 1:

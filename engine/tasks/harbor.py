@@ -18,6 +18,7 @@ Choices where Harbor leaves it to the runtime (recorded here because they matter
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -236,10 +237,10 @@ def _compose_main(path: Path, env_dir: Path) -> tuple[Path | None, Path | None, 
         )
     build = main.get("build")
     if isinstance(build, str):
-        context = (env_dir / build).resolve()
+        context = Path(os.path.normpath(env_dir / build))
         return context, context / "Dockerfile", None, warnings
     if isinstance(build, dict):
-        context = (env_dir / str(build.get("context", "."))).resolve()
+        context = Path(os.path.normpath(env_dir / str(build.get("context", "."))))
         return context, context / str(build.get("dockerfile", "Dockerfile")), None, warnings
     if build is not None:
         raise TaskError(path, f"expected a path or a table, got {build!r}", "services.main.build")
