@@ -5,7 +5,8 @@
 and a running one is never run twice), polls should_stop between episodes and should_abort
 between turns, spends `cost` per episode, and with `container: true` holds a real Docker
 container (labelled depthtui.test=1) for each episode. A unit listed in `fail` returns ok=False;
-one in `raise` raises. `blob_kb` pads each finished episode's spec_json.
+one in `raise` raises; with `fail_when_stopped` a unit cut short by a stop returns ok=False
+(as the measurement kinds do). `blob_kb` pads each finished episode's spec_json.
 
 The jobs table only takes the real kinds' names, so toy jobs are submitted as `check` jobs and
 the test's runner resolves `check` to the toy kind: in-process through `resolve`, in an engine
@@ -83,6 +84,8 @@ def _run_unit(ctx: UnitContext, unit: str) -> UnitResult:
     ran = reused = 0
     for i in range(int(p.get("episodes", 1))):
         if ctx.should_stop():
+            if p.get("fail_when_stopped"):  # as the measurement kinds report an unfinished unit
+                return UnitResult(unit, False, ran, reused, error="stopped")
             break
         key = f"toy:{unit}:{i}"
         while True:

@@ -158,6 +158,16 @@ def test_max_cost_and_reserve_stop_new_episodes(store: Store) -> None:
     assert get_job(store, job_id).cost_usd == pytest.approx(4.0)
 
 
+def test_a_unit_cut_short_by_a_stop_is_unfinished_not_failed(store: Store) -> None:
+    params = {"units": ["a", "b"], "episodes": 5, "cost": 1.0, "max_cost": 3.0}
+    job_id = submit(store, {**params, "fail_when_stopped": True})
+    outcome = run(store, job_id, workers=1)
+    assert outcome.status == "paused", outcome.message
+    assert outcome.message.startswith("stopped: budget: spent $3.0000")
+    job = get_job(store, job_id)
+    assert (job.progress_done, job.progress_failed) == (0, 0)
+
+
 def test_budget_params_are_validated() -> None:
     assert budget_params({}) == (None, 0.0, None)
     assert budget_params({"max_cost": 3, "reserve": 0.5, "stop_file": "/x"}) == (3.0, 0.5, "/x")

@@ -126,6 +126,7 @@ class _Supervisor:
         self.kind, self.units, self.listener = kind, units, listener
         self.external_stop = external_stop
         self.results: dict[str, UnitResult | None] = {}
+        self.stopped: set[str] = set()  # units that returned unfinished because of a stop
         self.store_error: str | None = None
         self.lost = False
         self._todo: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -188,6 +189,10 @@ class _Supervisor:
             except Exception as exc:
                 log.info("job %s unit %s raised", self.job.id, unit, exc_info=True)
                 result = UnitResult(unit=unit, ok=False, error=_one_line(exc))
+            if not result.ok and self.ctx.should_stop():
+                # A unit that gave up because the job is stopping did not fail: it is unfinished,
+                # and a resumed job runs it again.
+                self.stopped.add(unit)
             self._done.put((unit, result))
 
     def _busy(self) -> int:
@@ -196,8 +201,8 @@ class _Supervisor:
     def _record(self, unit: str, result: UnitResult | None) -> None:
         self.results[unit] = result
         self.ctx.latest.pop(unit, None)
-        self.listener.unit_finished(unit, result)
-        finished = [r for r in self.results.values() if r is not None]
+        self.listener.unit_finished(unit, None if unit in self.stopped else result)
+        finished = self.results_in_order()
         try:
             set_progress(
                 self.store,
@@ -271,14 +276,20 @@ class _Supervisor:
     # --- the verdict -----------------------------------------------------------------------------
 
     def results_in_order(self) -> tuple[UnitResult, ...]:
-        return tuple(r for u in self.units if (r := self.results.get(u)) is not None)
+        """The units that finished (ok or failed), in unit order; not the skipped or stopped."""
+        return tuple(
+            r
+            for u in self.units
+            if (r := self.results.get(u)) is not None and u not in self.stopped
+        )
 
     def verdict(self) -> tuple[str, str]:
         done = self.results_in_order()
         failed = [r for r in done if not r.ok]
         not_run = len(self.units) - len(done)
         reason = self.ctx.should_abort() or self.ctx.first_stop or ""
-        counts = _counts(done, len(self.units), self.ctx.spent)
+        returned = tuple(r for r in self.results.values() if r is not None)
+        counts = _counts(len(done), returned, len(self.units), self.ctx.spent)
         if self.store_error:
             return "failed", f"the store failed: {self.store_error}; {counts}"
         if self.lost:
@@ -317,11 +328,11 @@ def describe_event(ev: ProgressEvent) -> str:
     return f"{text} ({ev.detail})" if ev.detail else text
 
 
-def _counts(done: tuple[UnitResult, ...], total: int, spent: float) -> str:
-    run = sum(r.episodes_run for r in done)
-    reused = sum(r.episodes_reused for r in done)
+def _counts(finished: int, returned: tuple[UnitResult, ...], total: int, spent: float) -> str:
+    run = sum(r.episodes_run for r in returned)
+    reused = sum(r.episodes_reused for r in returned)
     return (
-        f"{len(done)} of {total} unit(s) finished, {run} episode(s) run, {reused} reused, "
+        f"{finished} of {total} unit(s) finished, {run} episode(s) run, {reused} reused, "
         f"${spent:.4f}"
     )
 
