@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from store.schema import MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 ENV_VAR = "DEPTHTUI_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -64,9 +66,16 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise StoreError(_describe(self.path, exc)) from exc
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         if migrate:
             migrate_to(self, SCHEMA_VERSION)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The sqlite-utils view of the writer connection (imported when first used: it pulls in
+        numpy, which costs every command half a second)."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:

@@ -13,6 +13,9 @@ GROUPS = [
     "depthtui.commands.serve",
     "depthtui.commands.engine",
     "depthtui.commands.jobs",
+    "depthtui.commands.tui",
+    "depthtui.commands.triage",
+    "depthtui.commands.run",
     "depthtui.commands.sandbox",
 ]
 

@@ -31,7 +31,7 @@ from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
 from engine.agents.make import make_agent
 from engine.agents.prompts import compose_user_message, load_prompt
 from engine.agents.records import SegmentEnd, TurnRecord
-from engine.agents.registry import Registry
+from engine.agents.registry import Registry, RegistryError
 from engine.oracle import changes as oracle_changes
 from engine.oracle import faults, planted
 from engine.oracle.contract import KINDS, Permits
@@ -67,6 +67,7 @@ class RunContext:
     log_dir: Path = Path("/tmp/depthtui-build-logs")
     should_stop: Callable[[], str | None] = lambda: None
     progress: Callable[[ProgressEvent], None] = lambda event: None
+    add_cost: Callable[[float], None] = lambda usd: None
     owner_alive: Callable[[str], bool] | None = None
 
 
@@ -180,15 +181,22 @@ def run_episode(
 
     state = EpisodeState(claim.episode_id)
     ctx.progress(ProgressEvent(task.id, "start", state.episode_id, label, cap=spec.cap))
+    spec = replace(
+        spec, limits=spec.limits.with_model(model.max_total_tokens, model.max_completion_tokens)
+    )
     runner = _Runner(ctx, task, spec, model_agent=None, state=state, contract=contract)
     try:
-        agent = make_agent(model, task=task, replay=replay_turns)
-        runner.agent = agent
-        outcome_fields = runner.run(prompt_text, after_agent)
+        try:
+            runner.agent = make_agent(model, task=task, replay=replay_turns)
+        except (RegistryError, ValueError) as exc:
+            outcome_fields = runner._error("model_config", str(exc))
+        else:
+            outcome_fields = runner.run(prompt_text, after_agent)
     finally:
         runner.teardown()
     if outcome_fields is None:  # interrupted
         row = ep.get_episode(ctx.store, state.episode_id)
+        ctx.add_cost(row["cost_usd"] or 0.0)
         ctx.progress(ProgressEvent(task.id, "interrupted", state.episode_id, label))
         return EpisodeResult.from_row(row, False)
     outcome_fields["timings_json"] = state.timings
@@ -198,6 +206,7 @@ def run_episode(
     }
     queue.complete_episode(ctx.store, state.episode_id, ctx.owner, stored)
     row = ep.get_episode(ctx.store, state.episode_id)
+    ctx.add_cost(row["cost_usd"] or 0.0)
     ctx.progress(
         ProgressEvent(
             task.id,
@@ -637,7 +646,8 @@ class _Runner:
         final_changes: dict[str, list[str]] = {}
         if oracle is not None:
             for change in oracle_changes.diff(oracle.baseline, oracle.last):
-                final_changes.setdefault(change.path, []).append(change.kind)
+                path = oracle.baseline.abspath(change.rel)
+                final_changes.setdefault(path, []).append(change.kind)
         fault_cleared = None
         if self.state.fault is not None and oracle is not None:
             fault_cleared = faults.fault_cleared(self.state.fault, oracle.last)
@@ -660,6 +670,9 @@ class _Runner:
         }
 
     def teardown(self) -> None:
+        close = getattr(self.agent, "close", None)
+        if close is not None:
+            close()
         if self.sandbox is not None:
             started = time.monotonic()
             try:

@@ -40,6 +40,8 @@ class EpisodeSpec:
     replay_of: int | None = None
     # Free-form distinctions that must make two runs different (e.g. a validate probe's name).
     variant: str = ""
+    # Which try of this run after infrastructure errors (0 = the first).
+    retry: int = 0
 
     @property
     def label(self) -> str:

@@ -1,0 +1,88 @@
+"""Printing what a finished job found: one table per verb, or one JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from depthtui.commands.common import console, print_json
+from store.db import Store
+
+
+def _job_tasks(store: Store, job_id: int) -> list[str]:
+    from store.jobs import get_job
+
+    job = get_job(store, job_id)
+    return list(job.params.get("tasks", [])) if job else []
+
+
+def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
+    """Per task: W, segments, whether the reference passed and doing nothing failed, and why
+    not, from the newest check episodes of the task's current content."""
+    from store import reports
+
+    tasks = {t["id"]: t for t in reports.tasks(store.conn, task_ids)}
+    latest: dict[tuple[str, str], dict] = {}
+    for e in reports.done_episodes(store.conn, ("check",)):
+        if e["task_id"] in tasks:
+            latest[(e["task_id"], e["agent"])] = e
+    rows = []
+    for task_id in task_ids:
+        task = tasks.get(task_id)
+        if task is None:
+            continue
+        oracle = latest.get((task_id, "oracle"))
+        nop = latest.get((task_id, "nop"))
+        problems = []
+        for name, e in (("reference", oracle), ("no-op", nop)):
+            if e is None:
+                problems.append(f"{name} run missing")
+            elif e["error_kind"]:
+                problems.append(f"{name} run: {e['error_kind']} error")
+        if oracle and not oracle["error_kind"] and not oracle["passed"]:
+            problems.append("the reference solution does not pass")
+        if nop and not nop["error_kind"] and nop["passed"]:
+            problems.append("doing nothing passes")
+        rows.append(
+            {
+                "task": task_id,
+                "dataset": task["dataset"],
+                "segments": task["segments"],
+                "W": task["work"],
+                "reference_passed": None if oracle is None else bool(oracle["passed"]),
+                "noop_failed": None if nop is None else not nop["passed"],
+                "ok": not problems,
+                "problems": problems,
+                "episodes": [e["id"] for e in (oracle, nop) if e],
+            }
+        )
+    return rows
+
+
+def print_check_results(store: Store, job_id: int, json_out: bool) -> None:
+    rows = check_rows(store, _job_tasks(store, job_id))
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(title=f"check (job {job_id})", title_justify="left")
+    for col in ("task", "segments", "W", "reference", "no-op", "verdict"):
+        table.add_column(col, justify="right" if col in ("segments", "W") else "left")
+    for r in rows:
+        table.add_row(
+            r["task"],
+            str(r["segments"]),
+            "?" if r["W"] is None else str(r["W"]),
+            _mark(r["reference_passed"], "passes", "fails"),
+            _mark(r["noop_failed"], "fails", "PASSES"),
+            "[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]",
+        )
+    console.print(table)
+    good = sum(r["ok"] for r in rows)
+    console.print(f"{good}/{len(rows)} task(s) check out.", highlight=False)
+
+
+def _mark(value: bool | None, yes: str, no: str) -> str:
+    if value is None:
+        return "[dim]-[/]"
+    return f"[green]{yes}[/]" if value else f"[red]{no}[/]"

@@ -1,0 +1,68 @@
+"""`check`: the reference solution passes every segment and doing nothing fails (DEPTH's
+harness check). One oracle episode and one nop episode per task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.protocol import common
+from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+from engine.protocol.spec import EpisodeSpec
+from engine.tasks.model import TaskError
+
+
+def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
+    params = unit.params
+    try:
+        task = common.load_unit_task(unit.store, task_id)
+    except TaskError as exc:
+        return UnitResult(task_id, ok=False, error=str(exc))
+    ctx = common.run_context(unit, common.registry_for(params))
+    limits = common.episode_limits(params)
+    summary: dict[str, Any] = {"W": task.work, "segments": len(task.segments)}
+    run = reused = 0
+    cost = 0.0
+    for agent in ("oracle", "nop"):
+        if unit.should_stop():
+            return UnitResult(task_id, False, run, reused, cost, summary, "stopped")
+        spec = EpisodeSpec(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            mode="check",
+            agent=agent,
+            limits=limits,
+            accept_risk=bool(params.get("accept_risk")),
+        )
+        result = common.run_with_retries(
+            ctx, task, spec, retry_errors=bool(params.get("retry_errors"))
+        )
+        run += not result.reused
+        reused += result.reused
+        cost += result.cost_usd
+        if result.status != "done":
+            return UnitResult(task_id, False, run, reused, cost, summary, "interrupted")
+        summary[agent] = {
+            "episode": result.episode_id,
+            "passed": result.passed,
+            "error": result.error_kind,
+            "detail": result.error_detail,
+        }
+    oracle, nop = summary["oracle"], summary["nop"]
+    problems = []
+    if oracle["error"] or nop["error"]:
+        problems.append("infrastructure error: " + (oracle["detail"] or nop["detail"] or ""))
+    if not oracle["error"] and not oracle["passed"]:
+        problems.append("the reference solution does not pass")
+    if not nop["error"] and nop["passed"]:
+        problems.append("doing nothing passes (the grader accepts the untouched environment)")
+    summary["ok"] = not problems
+    summary["problems"] = problems
+    infra = bool(oracle["error"] or nop["error"])
+    return UnitResult(task_id, not infra, run, reused, cost, summary, "; ".join(problems))
+
+
+def describe(params: dict[str, Any]) -> str:
+    return common.cli_line("check", params, {**common.COMMON_FLAGS, "accept_risk": "--accept-risk"})
+
+
+KIND = JobKind("check", common.task_units, run_unit, describe)

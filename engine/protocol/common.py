@@ -1,0 +1,181 @@
+"""What every job kind shares: turning arguments into tasks, loading a unit's task, building the
+run context, running an episode with bounded retries after infrastructure errors, and the
+parameters a job is made of."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.agents.loop import EpisodeLimits
+from engine.agents.registry import Registry, load_registry
+from engine.protocol.episode import EpisodeResult, RunContext, run_episode
+from engine.protocol.kinds import UnitContext
+from engine.protocol.spec import EpisodeSpec
+from engine.tasks.importing import import_paths
+from engine.tasks.loader import load_task
+from engine.tasks.model import Task, TaskError
+from store import tasks as task_store
+from store.db import Store
+
+# Tries of one run after infrastructure errors (the first try included).
+DEFAULT_TRIES = 3
+SEGMENT_TIME_LIMIT_S = 1800.0  # DEPTH: 30 minutes per segment
+
+
+class ParamError(ValueError):
+    """A job parameter that makes no sense; the message names it."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    task_ids: list[str]
+    errors: list[str]
+
+
+def resolve_tasks(store: Store, args: Sequence[str]) -> Resolved:
+    """Task ids for command-line arguments: a path (task or dataset folder) is loaded into the
+    store first; anything else is a task id (or a folder name that names one task), or a
+    dataset name (every task of it)."""
+    ids: list[str] = []
+    errors: list[str] = []
+    paths = [a for a in args if Path(a).exists()]
+    if paths:
+        imported = import_paths(store, [Path(p) for p in paths])
+        ids += [t.id for t in imported.tasks]
+        errors += [str(e) for e in imported.errors]
+    for arg in args:
+        if arg in paths:
+            continue
+        found = task_store.find_task_ids(store, arg)
+        if len(found) == 1:
+            ids.append(found[0])
+            continue
+        in_dataset = [t["id"] for t in task_store.list_tasks(store, dataset=arg)]
+        if in_dataset:
+            ids += in_dataset
+        elif found:
+            errors.append(f"{arg}: names several tasks ({', '.join(found[:5])}); use the full id")
+        else:
+            errors.append(
+                f"{arg}: no such path, task id or dataset in the store "
+                "(import it with `depthtui tasks import PATH`)"
+            )
+    unique = list(dict.fromkeys(ids))
+    return Resolved(unique, errors)
+
+
+def load_unit_task(store: Store, task_id: str) -> Task:
+    """The task as its folder holds it now; the store row is refreshed when the folder changed
+    (the content hash, and so every run key, follows the folder)."""
+    row = task_store.get_task(store, task_id)
+    if row is None:
+        raise TaskError(task_id, "the task is not in the store any more")
+    task = load_task(Path(row["source_path"]))
+    if task.id != task_id:
+        raise TaskError(row["source_path"], f"the folder now loads as {task.id}, not {task_id}")
+    if task.content_hash != row["content_hash"]:
+        task_store.upsert_task(store, task)
+    return task
+
+
+def run_context(unit: UnitContext, registry: Registry) -> RunContext:
+    from store.db import default_path
+
+    base = Path(unit.store.path if hasattr(unit.store, "path") else default_path())
+    return RunContext(
+        store=unit.store,
+        registry=registry,
+        owner=unit.owner,
+        job_id=unit.job_id,
+        log_dir=base.parent / "build-logs",
+        should_stop=unit.should_stop,
+        progress=unit.progress,
+        add_cost=unit.add_cost,
+    )
+
+
+def registry_for(params: dict[str, Any]) -> Registry:
+    return load_registry(params.get("models_file"))
+
+
+def episode_limits(params: dict[str, Any], **overrides: Any) -> EpisodeLimits:
+    """The limits a job's parameters ask for (every one optional)."""
+    values: dict[str, Any] = {}
+    for key in (
+        "safety_turns",
+        "max_tool_calls",
+        "max_completion_tokens",
+        "max_total_tokens",
+        "segment_time_limit_s",
+        "command_timeout_s",
+    ):
+        if params.get(key) is not None:
+            values[key] = params[key]
+    values.update(overrides)
+    return EpisodeLimits(**values)
+
+
+def run_with_retries(
+    ctx: RunContext,
+    task: Task,
+    spec: EpisodeSpec,
+    tries: int = DEFAULT_TRIES,
+    retry_errors: bool = False,
+    **kwargs: Any,
+) -> EpisodeResult:
+    """Run `spec`, trying again (as a new run: `retry` + 1) after an infrastructure error, at
+    most `tries` times. Errored tries stay recorded as such. A rerun reuses every recorded try;
+    with `retry_errors`, a run whose recorded tries all errored gets one more."""
+    result: EpisodeResult | None = None
+    extra = 1 if retry_errors else 0
+    r = 0
+    while r < tries + extra:
+        result = run_episode(ctx, task, replace(spec, retry=r), **kwargs)
+        if result.status != "done" or result.error_kind is None:
+            return result
+        if not result.reused:
+            extra = 0  # the extra try was spent on a fresh run
+        r += 1
+    assert result is not None
+    return result
+
+
+def cli_line(verb: str, params: dict[str, Any], flags: dict[str, str]) -> str:
+    """The equivalent command line: `depthtui VERB TASK... --flag value ...`."""
+    parts = ["depthtui", verb, *params.get("tasks", [])]
+    for key, flag in flags.items():
+        value = params.get(key)
+        if value is None or value is False or value == [] or value == "":
+            continue
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                parts += [flag, str(item)]
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+COMMON_FLAGS = {
+    "workers": "--workers",
+    "max_cost": "--max-cost",
+    "reserve": "--reserve",
+    "stop_file": "--stop-file",
+    "models_file": "--models",
+    "retry_errors": "--retry-errors",
+}
+
+
+def task_units(store: Store, params: dict[str, Any]) -> list[str]:
+    tasks = params.get("tasks")
+    if not tasks:
+        raise ParamError("tasks: the job names no task")
+    return list(tasks)
+
+
+OnEpisode = Callable[[EpisodeResult], None]
