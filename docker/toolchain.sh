@@ -18,6 +18,7 @@ DEST="${DEPTHTUI_TOOLCHAIN:-$CACHE/toolchain}"
 IMAGE="${DEPTHTUI_TOOLCHAIN_IMAGE:-depthtui/base:bookworm}"
 WHEEL=pytest_timeout-2.4.0-py3-none-any.whl
 WHEEL_SHA256=c42667e5cdadb151aeb5b26d114aff6bdf5a907f176a007a30b940d3d865b5c2
+MODULE_SHA256=a0bd61d881212d27a922b8fa008b79270a55bcbec467f948d2423a152d37233a  # pytest_timeout.py
 RECIPE_FILES=(docker/toolchain.sh docker/toolchain/build.sh engine/verify/runner.py)
 
 say() { printf '\033[1m[toolchain]\033[0m %s\n' "$*"; }
@@ -34,7 +35,9 @@ fi
 docker image inspect "$IMAGE" >/dev/null 2>&1 \
     || die "image $IMAGE is missing; run docker/setup.sh first (it builds it offline)"
 
-# pytest-timeout: a pure-Python wheel from PyPI, pinned by hash, cached for offline rebuilds.
+# pytest-timeout: a pure-Python wheel from PyPI, pinned by hash and cached for offline rebuilds;
+# offline with no cached wheel, the same release already installed in our virtualenv (its
+# module pinned by hash) will do.
 wheels="$CACHE/wheels"
 mkdir -p "$wheels"
 wheel_ok() { [ -f "$wheels/$WHEEL" ] && echo "$WHEEL_SHA256  $wheels/$WHEEL" | sha256sum -c --status; }
@@ -44,17 +47,25 @@ if ! wheel_ok; then
     [ -x "${pip[0]}" ] || pip=(python3 -m pip)
     "${pip[@]}" download -q --disable-pip-version-check --no-deps --only-binary=:all: \
         "pytest-timeout==2.4.0" -d "$wheels" >/dev/null 2>&1 || true
-    wheel_ok || die "no $WHEEL with sha256 $WHEEL_SHA256 in $wheels (PyPI unreachable?); put it there and rerun"
 fi
-
 say "building from $IMAGE into $DEST"
 mkdir -p "$(dirname "$DEST")"
 new="$DEST.new.$$"
 inputs="$(mktemp -d)"
 trap 'rm -rf "$new" "$inputs"' EXIT
-mkdir -p "$new" "$inputs/wheels"
+mkdir -p "$new" "$inputs/site-packages"
 cp engine/verify/runner.py docker/toolchain/build.sh "$inputs/"
-cp "$wheels/$WHEEL" "$inputs/wheels/"
+if wheel_ok; then
+    python3 -m zipfile -e "$wheels/$WHEEL" "$inputs/site-packages/"
+else
+    venv_site=$(ls -d "$ROOT"/.venv/lib/python3*/site-packages 2>/dev/null | head -n1)
+    [ -n "$venv_site" ] && [ -d "$venv_site/pytest_timeout-2.4.0.dist-info" ] \
+        && echo "$MODULE_SHA256  $venv_site/pytest_timeout.py" | sha256sum -c --status \
+        || die "no $WHEEL (sha256 $WHEEL_SHA256) in $wheels and PyPI unreachable; put it there and rerun"
+    say "PyPI unreachable: using pytest-timeout 2.4.0 from $venv_site"
+    cp "$venv_site/pytest_timeout.py" "$inputs/site-packages/"
+    cp -r "$venv_site/pytest_timeout-2.4.0.dist-info" "$inputs/site-packages/"
+fi
 chmod -R a+rX "$inputs"
 docker run --rm --network none --label depthtui.role=toolchain-build \
     --user "$(id -u):$(id -g)" \

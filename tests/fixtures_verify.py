@@ -11,9 +11,9 @@ import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from engine.verify.toolchain import Toolchain, ToolchainError, load_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -251,3 +251,24 @@ def test_spec_for_a_task(tmp_path):
     assert s.limits.memory_mb == 1024 and s.env == {"MODE": "strict"}
     with pytest.raises(IndexError):
         spec_for(task, 1, "img")
+
+
+def test_tests_shipping_a_conftest_fail_closed(write_tests):
+    tests = write_tests(
+        {"test_a.py": "def test_a(x):\n    pass\n", "conftest.py": "import pytest\n"}
+    )
+    verdict = run_pytest_verifier(PytestSpec(image="never-started", tests=tests))
+    assert verdict.error_code == "conftest" and "conftest.py" in verdict.error_detail
+
+
+def test_a_harbor_test_sh_beside_pytest_files_is_not_scanned(snapshot, write_tests, toolchain):
+    tests = write_tests(
+        {
+            "test.sh": "#!/bin/bash\nsource $HOME/.local/bin/env\nbash /home/user/x.sh\n",
+            "test_final_state.py": ANSWER_TESTS,
+        }
+    )
+    verdict = run_pytest_verifier(
+        spec(snapshot("echo 42 > answer.txt"), tests), toolchain=toolchain
+    )
+    assert verdict.complete and verdict.risk == ()

@@ -3,7 +3,7 @@
 # Python 3.11, its standard library, pytest and every shared library they load into /out, so the
 # folder runs on any x86-64 Linux through its own loader:
 #   /out/lib/ld-linux-x86-64.so.2 --library-path /out/lib /out/bin/python3.11 -I -S ...
-# Inputs (read-only): /in/runner.py and /in/wheels/pytest_timeout-*.whl.
+# Inputs (read-only): /in/runner.py and /in/site-packages/ (pytest-timeout's files).
 set -euo pipefail
 OUT=/out
 PY=/usr/bin/python3.11
@@ -26,8 +26,8 @@ for f in "$PY" "$STDLIB"/lib-dynload/*.so; do ldd "$f"; done \
     | while read -r name path; do cp -L "$path" "$OUT/lib/$name"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$OUT/lib/ld-linux-x86-64.so.2"
 
-# pytest-timeout from its wheel (pure Python): a wheel is a zip laid out as site-packages.
-"$PY" -m zipfile -e /in/wheels/pytest_timeout-*.whl "$OUT/lib/python3/dist-packages/"
+# pytest-timeout (pure Python), unpacked from its wheel by toolchain.sh.
+cp -r /in/site-packages/. "$OUT/lib/python3/dist-packages/"
 
 cp /in/runner.py "$OUT/runner/runner.py"
 

@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import docker
 import docker.errors
 import requests.exceptions
 from docker.types import LogConfig
 
-import docker
 from engine.sandbox.base import SandboxError
 from engine.tasks.model import Limits
 

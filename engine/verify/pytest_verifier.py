@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 import docker
+
 from engine.sandbox.base import SandboxError
 from engine.tasks.model import DEFAULT_HOME, DEFAULT_UID, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_tests
@@ -84,8 +85,17 @@ def run_pytest_verifier(
     agent-written code are refused (a verifier error naming the evidence) unless `accept_risk`.
     Never raises for what happens in the container; Docker or toolchain trouble is a verdict
     with error_kind "verifier" too."""
+    python_files = {n: p for n, p in spec.tests.items() if n.endswith(".py")}
+    conftests = sorted(n for n in python_files if PurePosixPath(n).name == "conftest.py")
+    if conftests:
+        return failed_closed(
+            "conftest",
+            f"the tests ship {', '.join(conftests)}, which the trusted runner never loads "
+            "(--noconftest); their fixtures would be missing",
+        )
     try:
-        risk = scan_tests(spec.tests, home=spec.home, workdir=spec.workdir)
+        # Only Python files run here (a test.sh beside them is Harbor's and is not run).
+        risk = scan_tests(python_files, home=spec.home, workdir=spec.workdir)
     except OSError as exc:
         return failed_closed("tests_unreadable", str(exc))
     if risk.flagged and not accept_risk:
