@@ -16,6 +16,7 @@ process through `--kinds-module tests.fixtures_jobs` (whose KINDS override the r
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -167,12 +168,18 @@ def engine_env() -> dict[str, str]:
 
 
 def spawn_engine(
-    db: Path, workers: int = 1, env: dict[str, str] | None = None, log_dir: Path | None = None
+    db: Path,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    log_dir: Path | None = None,
+    toy: bool = True,
 ) -> subprocess.Popen:
     """An engine process as the test's child (so the test can kill -9 it), logging to
-    `<db>.engine-<n>.log` in `log_dir` (default: beside the store)."""
-    argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db)]
-    argv += ["--workers", str(workers), "--kinds-module", "tests.fixtures_jobs"]
+    `<db>.engine-<n>.log` in `log_dir` (default: beside the store). With `toy`, its `check`
+    jobs run the toy kind; without, the real measurement kinds."""
+    argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db), "--workers", str(workers)]
+    if toy:
+        argv += ["--kinds-module", "tests.fixtures_jobs"]
     log_path = (log_dir or db.parent) / f"{db.name}.engine-{time.monotonic_ns()}.log"
     log = open(log_path, "wb")  # noqa: SIM115 (the child keeps it open)
     return subprocess.Popen(
@@ -206,3 +213,42 @@ def remove_store_containers(db: Path) -> None:
     ids = store_containers(db)
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+
+
+def owned_by(owners: list[str]) -> list[str]:
+    """Containers and images (ids) whose depthtui.owner label is one of `owners`."""
+    found: list[str] = []
+    for owner in owners:
+        for what in (["ps", "-aq"], ["images", "-q"]):
+            out = subprocess.run(
+                ["docker", *what, "--filter", f"label=depthtui.owner={owner}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            found += out.stdout.split()
+    return found
+
+
+def remove_owned_by(owners: list[str]) -> None:
+    for owner in owners:
+        ids = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=depthtui.owner={owner}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+        images = subprocess.run(
+            ["docker", "images", "-q", "--filter", f"label=depthtui.owner={owner}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if images:
+            subprocess.run(["docker", "rmi", "-f", *images], capture_output=True, check=False)
+
+
+def owner_of(proc: subprocess.Popen) -> str:
+    return f"{socket.gethostname()}:{proc.pid}"
