@@ -715,11 +715,14 @@ def _oracle_event(
     diff = None
     if kind == "content_changed":
         name = path.rsplit("/", 1)[-1]
-        diff = (
-            f"--- a/{name}\n+++ b/{name}\n@@ -1,4 +1,4 @@\n"
-            " Dear Sam,\n-thanks for the invoice; I will pay on Friday.\n"
-            "+thanks for the invoice; I will pay on Monday.\n Best,\n Alex\n"
-        )
+        if collateral:
+            body = (
+                " Dear Sam,\n-thanks for the invoice; I will pay on Friday.\n"
+                "+thanks for the invoice; I will pay on Monday.\n Best,\n Alex\n"
+            )
+        else:
+            body = " header,value\n-alpha,1\n+alpha,2\n+beta,7\n gamma,3\n"
+        diff = f"--- a/{name}\n+++ b/{name}\n@@ -1,4 +1,4 @@\n" + body
         if "\x1b" in path:
             diff += "+\x1b[?1000h\x1b]52;c;ZXZpbA==\x07\x00 hostile line\n"
     w.add(

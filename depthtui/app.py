@@ -1,0 +1,134 @@
+"""The Textual application: modes for the main screens, navigation by messages, and the live poll.
+
+The app reads the store through read-only connections and polls `PRAGMA data_version`; when
+another connection (the engine, a CLI verb, this app's own writer) commits, the visible screen
+reloads what can have changed, keeping its selection and scroll place. Writes (labels, jobs) go
+through store functions on a writer opened on first use. The app never runs an episode.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+from textual.widgets import HelpPanel
+
+from depthtui.screens.base import DataScreen
+from depthtui.screens.dashboard import DashboardScreen
+from depthtui.screens.episode import EpisodeScreen
+from depthtui.screens.jobs import JobsScreen
+from depthtui.screens.launch import LaunchScreen
+from depthtui.screens.reports import ReportsScreen
+from depthtui.screens.search import SearchScreen
+from depthtui.screens.task_detail import TaskDetailScreen
+from depthtui.screens.tasks import TasksScreen
+from depthtui.screens.triage import TriageScreen
+from depthtui.widgets.messages import Launch, OpenEpisode, OpenTask
+from store.db import Store, data_version, open_reader
+
+POLL_SECONDS = 0.5
+
+
+class DepthApp(App[None]):
+    """depthtui's terminal UI on one store file."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "depthtui"
+    MODES = {
+        "dashboard": DashboardScreen,
+        "tasks": TasksScreen,
+        "triage": TriageScreen,
+        "jobs": JobsScreen,
+        "search": SearchScreen,
+        "reports": ReportsScreen,
+    }
+    DEFAULT_MODE = "dashboard"
+    BINDINGS = [
+        Binding("1", "switch_mode('dashboard')", "Dashboard"),
+        Binding("2", "switch_mode('tasks')", "Tasks"),
+        Binding("3", "switch_mode('triage')", "Triage"),
+        Binding("4", "switch_mode('jobs')", "Jobs"),
+        Binding("5", "switch_mode('reports')", "Reports"),
+        Binding("slash", "search", "Search"),
+        Binding("question_mark", "toggle_help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, db: Path | str, *, poll_seconds: float = POLL_SECONDS) -> None:
+        super().__init__()
+        self.db_path = Path(db)
+        self.sub_title = self.db_path.name
+        self.poll_seconds = poll_seconds
+        # UI-thread reader (polls and quick point queries) and one more for thread workers.
+        self.conn = open_reader(self.db_path)
+        self._worker_conn = open_reader(self.db_path)
+        self._worker_lock = threading.Lock()
+        self._writer: Store | None = None
+        self.version = 0  # bumped whenever another connection committed
+        self._data_version = data_version(self.conn)
+        self.last_query = ""
+
+    # ------------------------------------------------------------------ store access
+
+    @contextmanager
+    def worker_reader(self) -> Iterator[sqlite3.Connection]:
+        """The connection for thread workers; one at a time."""
+        with self._worker_lock:
+            yield self._worker_conn
+
+    @property
+    def writer(self) -> Store:
+        """The write connection, opened on first use (labels, jobs)."""
+        if self._writer is None:
+            self._writer = Store(self.db_path)
+        return self._writer
+
+    def on_mount(self) -> None:
+        self.set_interval(self.poll_seconds, self.poll_store)
+
+    def poll_store(self) -> None:
+        current = data_version(self.conn)
+        if current == self._data_version:
+            return
+        self._data_version = current
+        self.version += 1
+        if isinstance(self.screen, DataScreen):
+            self.screen.reload()
+
+    def on_unmount(self) -> None:
+        for conn in (self.conn, self._worker_conn):
+            conn.close()
+        if self._writer is not None:
+            self._writer.close()
+
+    # ------------------------------------------------------------------ navigation
+
+    def on_open_episode(self, message: OpenEpisode) -> None:
+        self.push_screen(
+            EpisodeScreen(
+                message.episode_id,
+                turn=message.turn,
+                context=message.context,
+                query=message.query or self.last_query,
+            )
+        )
+
+    def on_open_task(self, message: OpenTask) -> None:
+        self.push_screen(TaskDetailScreen(message.task_id))
+
+    def on_launch(self, message: Launch) -> None:
+        self.push_screen(LaunchScreen(message.task_ids))
+
+    def action_search(self) -> None:
+        self.switch_mode("search")
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()

@@ -1,0 +1,46 @@
+"""What every screen that shows store data shares: reload when the store changed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.binding import Binding
+from textual.screen import Screen
+
+
+class DataScreen(Screen[None]):
+    """A screen that loads from the store and reloads on `App.version` changes.
+
+    Subclasses implement `load()`; it must keep the user's selection and scroll place. A screen
+    that is not visible when the store changes reloads when it is shown again. (Textual calls
+    `on_mount` of every class in the MRO, subclass first, so a subclass's own `on_mount` sets up
+    its widgets and this one then loads: no `super()` call.)
+    """
+
+    BINDINGS = [Binding("escape", "back", "Back", show=False)]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.loaded_version = -1
+        self.loaded = asyncio.Event()  # set once the first load is on screen (tests, bench)
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        if self.is_mounted and self.loaded_version not in (-1, self.app.version):
+            self.reload()
+
+    def reload(self) -> None:
+        self.loaded_version = self.app.version
+        self.load()
+
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def mark_loaded(self) -> None:
+        self.loaded.set()
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()

@@ -1,0 +1,300 @@
+"""Episode replay: the turn list on the left, the current turn on the right, the verdict at the end.
+
+Opening and stepping read only what is shown (the turn list's marks, then one turn with its calls
+and oracle events), on the UI thread because those are indexed point queries; a search for hits
+inside the episode runs in a worker.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
+
+from depthtui.screens.base import DataScreen
+from depthtui.screens.output import OutputScreen
+from depthtui.widgets.sanitize import safe_text
+from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
+from store import views
+
+MARK_COLLATERAL = ("■", "bold red")
+MARK_FAULT = ("◆", "bold yellow")
+MARK_ERROR = ("!", "bold magenta")
+MARK_HIT = ("•", "bold cyan")
+LEGEND = Text.assemble(
+    MARK_COLLATERAL, (" collateral  ", "dim"), MARK_FAULT, (" fault met  ", "dim"),
+    MARK_ERROR, (" error  ", "dim"), MARK_HIT, (" search hit", "dim"),
+)  # fmt: skip
+
+
+def turn_prompt(mark: views.TurnMark, hit: bool) -> Text:
+    text = Text(f"{mark.idx:>3} ", style="dim")
+    flags = (
+        (mark.collateral, MARK_COLLATERAL),
+        (mark.fault_observed, MARK_FAULT),
+        (mark.format_error or mark.failed_calls > 0, MARK_ERROR),
+        (hit, MARK_HIT),
+    )
+    for on_, (glyph, style) in flags:
+        text.append(glyph if on_ else " ", style=style)
+    text.append(" ")
+    text.append_text(safe_text(mark.preview, 40))
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
+    text = Text.assemble(
+        (f"Episode {ep.id}", "bold"), "  ", safe_text(ep.task_id, 120, "bold"), "  ",
+        (ep.outcome, OUTCOME_STYLE.get(ep.outcome, "")),
+        (f"   {position}/{total} (H/L)" if total > 1 else "", "dim"), "\n",
+        ("agent ", "dim"), safe_text(ep.agent, 60), ("  mode ", "dim"), ep.mode,
+        ("  cap ", "dim"), "–" if ep.cap is None else str(ep.cap),
+        ("  budget ", "dim"), "–" if ep.budget is None else str(ep.budget),
+        ("  fault ", "dim"), ep.fault_family, ("  attempt ", "dim"), str(ep.attempt),
+        ("  turns ", "dim"), str(ep.turns), ("  calls ", "dim"), str(ep.calls),
+        ("  cost ", "dim"), f"${ep.cost_usd:.4f}",
+    )  # fmt: skip
+    if ep.status == "running":
+        text.append("  ● live", style="bold cyan")
+    return text
+
+
+class EpisodeScreen(DataScreen):
+    BINDINGS = [
+        Binding("h", "turn(-1)", "◀ Turn"),
+        Binding("l", "turn(1)", "Turn ▶"),
+        Binding("j", "scroll(1)", "Scroll", show=False),
+        Binding("k", "scroll(-1)", "Scroll up", show=False),
+        Binding("H", "episode(-1)", "◀ Episode"),
+        Binding("L", "episode(1)", "Episode ▶"),
+        Binding("g", "first", "First", show=False),
+        Binding("G", "last", "Last", show=False),
+        Binding("n", "hit(1)", "Next hit", show=False),
+        Binding("N", "hit(-1)", "Previous hit", show=False),
+        Binding("right_square_bracket", "call(1)", "Next call", show=False),
+        Binding("left_square_bracket", "call(-1)", "Previous call", show=False),
+        Binding("o", "output", "Full output"),
+        Binding("r", "reasoning", "Reasoning"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(
+        self,
+        episode_id: int,
+        turn: int | None = None,
+        context: tuple[int, ...] = (),
+        query: str = "",
+    ) -> None:
+        super().__init__()
+        self.episode_id = episode_id
+        self.turn = turn or 1
+        self.context = tuple(context)
+        self.search_text = query
+        self.info: views.EpisodeInfo | None = None
+        self.marks: list[views.TurnMark] = []
+        self.hits: list[int] = []
+        self.detail: views.TurnDetail | None = None
+        self.selected_call = 0
+        self._verdict: Verdict | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="episode-head")
+        with Horizontal(id="replay"):
+            yield OptionList(id="turn-list")
+            yield TurnView(id="turn-view")
+        yield Static(LEGEND, id="replay-legend")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#turn-list", OptionList).focus()
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        if self.info is None:
+            self.open_episode(self.episode_id, self.turn)
+        else:
+            self._refresh_live()
+        self.mark_loaded()
+
+    def open_episode(self, episode_id: int, turn: int = 1) -> None:
+        conn = self.app.conn
+        info = views.episode(conn, episode_id)
+        if info is None:
+            self.query_one("#episode-head", Static).update(
+                Text(f"episode {episode_id} is not in this store", style="bold red")
+            )
+            return
+        self.episode_id, self.info = episode_id, info
+        if not self.context:
+            self.context = tuple(views.task_episode_ids(conn, info.task_id))
+        self.marks = views.turn_marks(conn, episode_id)
+        self.hits = []
+        self._verdict = None
+        turn_list = self.query_one("#turn-list", OptionList)
+        turn_list.set_options([Option(turn_prompt(m, False), id=str(m.idx)) for m in self.marks])
+        self._show_head()
+        self.show_turn(min(max(1, turn), max(1, len(self.marks))), force=True)
+        if self.search_text:
+            self._find_hits(self.search_text, episode_id)
+
+    def _show_head(self) -> None:
+        assert self.info is not None
+        position = self.context.index(self.episode_id) + 1 if self.episode_id in self.context else 1
+        self.query_one("#episode-head", Static).update(
+            episode_head(self.info, position, max(1, len(self.context)))
+        )
+
+    def _refresh_live(self) -> None:
+        """New turns are appended and the last one refreshed; the current turn stays put."""
+        conn = self.app.conn
+        info = views.episode(conn, self.episode_id)
+        if info is None:
+            return
+        changed = info != self.info
+        self.info = info
+        if not changed:
+            return
+        self._show_head()
+        turn_list = self.query_one("#turn-list", OptionList)
+        last = self.marks[-1].idx if self.marks else 0
+        fresh = views.turn_marks(conn, self.episode_id, after=max(0, last - 1))
+        for m in fresh:
+            hit = m.idx in self.hits
+            if m.idx <= last:
+                self.marks[m.idx - 1] = m
+                turn_list.replace_option_prompt(str(m.idx), turn_prompt(m, hit))
+            else:
+                self.marks.append(m)
+                turn_list.add_option(Option(turn_prompt(m, hit), id=str(m.idx)))
+        self._verdict = None
+        if self.turn >= last - 1:
+            self.show_turn(self.turn, force=True)
+
+    @work(thread=True, exclusive=True, group="episode-hits")
+    def _find_hits(self, query: str, episode_id: int) -> None:
+        with self.app.worker_reader() as conn:
+            hits = views.search_turns(conn, query, episode_id)
+        self.app.call_from_thread(self._show_hits, episode_id, hits)
+
+    def _show_hits(self, episode_id: int, hits: list[int]) -> None:
+        if episode_id != self.episode_id:
+            return
+        self.hits = hits
+        turn_list = self.query_one("#turn-list", OptionList)
+        for idx in hits:
+            if 1 <= idx <= len(self.marks):
+                turn_list.replace_option_prompt(str(idx), turn_prompt(self.marks[idx - 1], True))
+
+    def verdict(self) -> Verdict:
+        if self._verdict is None:
+            conn = self.app.conn
+            self._verdict = Verdict(
+                tests=tuple(views.verifier_results(conn, self.episode_id)),
+                segments=tuple(views.segment_runs(conn, self.episode_id)),
+                fault=views.fault_record(conn, self.episode_id),
+                final_events=tuple(views.final_events(conn, self.episode_id)),
+            )
+        return self._verdict
+
+    # ------------------------------------------------------------------ showing a turn
+
+    def show_turn(self, idx: int, force: bool = False) -> None:
+        if self.info is None:
+            return
+        if not force and idx == self.turn and self.detail is not None:
+            return
+        if idx != self.turn:
+            self.selected_call = 0
+        self.turn = idx
+        view = self.query_one("#turn-view", TurnView)
+        last = len(self.marks)
+        detail = views.turn_detail(self.app.conn, self.episode_id, idx) if last else None
+        self.detail = detail
+        is_last = idx >= last
+        verdict = self.verdict() if is_last and self.info.status != "running" else None
+        if detail is None:
+            empty = views.TurnDetail(
+                self.episode_id, 0, 0, "", 0, "", None, None, 0, 0, 0.0, 0.0, (), ()
+            )
+            view.show(self.info, empty, 0, verdict if verdict is not None else self.verdict())
+        else:
+            view.show(self.info, detail, self.selected_call, verdict)
+            if not force:
+                view.scroll_home(animate=False)
+        turn_list = self.query_one("#turn-list", OptionList)
+        if last and turn_list.highlighted != idx - 1:
+            turn_list.highlighted = idx - 1
+
+    @on(OptionList.OptionHighlighted, "#turn-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        if event.option.id is not None:
+            self.show_turn(int(event.option.id))
+
+    # ------------------------------------------------------------------ actions
+
+    def action_turn(self, step: int) -> None:
+        if self.marks:
+            self.show_turn(min(len(self.marks), max(1, self.turn + step)))
+
+    def action_first(self) -> None:
+        self.show_turn(1)
+
+    def action_last(self) -> None:
+        if self.marks:
+            self.show_turn(len(self.marks))
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#turn-view", TurnView).scroll_relative(y=lines * 3, animate=False)
+
+    def action_episode(self, step: int) -> None:
+        if self.episode_id not in self.context:
+            return
+        i = self.context.index(self.episode_id) + step
+        if 0 <= i < len(self.context):
+            self.open_episode(self.context[i], 1)
+        else:
+            self.notify("no more episodes this way", severity="warning")
+
+    def action_hit(self, step: int) -> None:
+        if not self.search_text:
+            self.notify("no search yet: press / to search", severity="warning")
+            return
+        if not self.hits:
+            self.notify("no hit in this episode", severity="warning")
+            return
+        ahead = [h for h in self.hits if (h > self.turn if step > 0 else h < self.turn)]
+        if not ahead:
+            self.notify("no more hits this way", severity="warning")
+            return
+        self.show_turn(ahead[0] if step > 0 else ahead[-1])
+
+    def action_call(self, step: int) -> None:
+        if self.detail is None or not self.detail.calls:
+            return
+        self.selected_call = (self.selected_call + step) % len(self.detail.calls)
+        self.show_turn(self.turn, force=True)
+
+    def action_output(self) -> None:
+        if self.detail is None or not self.detail.calls:
+            self.notify("no command in this turn", severity="warning")
+            return
+        call = self.detail.calls[self.selected_call]
+        data = views.call_output(self.app.conn, call.id)
+        if data is not None:
+            raw = data.decode("utf-8", errors="replace")
+        else:
+            raw = call.output_head + call.output_tail
+        title = f"episode {self.episode_id}, call {call.idx}: {call.output_bytes:,} bytes"
+        self.app.push_screen(OutputScreen(title, raw))
+
+    def action_reasoning(self) -> None:
+        self.query_one("#turn-view", TurnView).toggle_reasoning()

@@ -1,0 +1,141 @@
+"""Jobs: every job with live progress; cancel, pause and resume (requests the engine honours)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Static
+
+from depthtui.screens.base import DataScreen
+from depthtui.screens.format import (
+    cursor_key,
+    job_progress,
+    job_status,
+    num,
+    sync_rows,
+    when,
+)
+from depthtui.widgets.sanitize import one_line, safe_text
+from store import jobs
+
+COLUMNS = ("job", "kind", "status", "progress", "failed", "cost", "created", "message")
+
+
+def job_cells(j: jobs.Job) -> list:
+    return [
+        f"#{j.id}",
+        j.kind,
+        job_status(j),
+        job_progress(j),
+        Text(num(j.progress_failed), style="red" if j.progress_failed else ""),
+        f"${j.cost_usd:.2f}",
+        when(j.created_at),
+        one_line(j.message, 40),
+    ]
+
+
+def job_detail(j: jobs.Job) -> Group:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    grid.add_row("job", Text.assemble((f"#{j.id} {j.kind}", "bold"), "  ", job_status(j)))
+    grid.add_row("started", when(j.started_at))
+    grid.add_row("finished", when(j.finished_at))
+    grid.add_row("heartbeat", when(j.heartbeat_at))
+    grid.add_row("engine", safe_text(j.owner or "–"))
+    grid.add_row("message", safe_text(j.message or "–", 500))
+    command = Syntax(safe_text(j.cli, 4000).plain, "bash", theme="ansi_dark",
+                     background_color="default", word_wrap=True)  # fmt: skip
+    return Group(grid, Text("command", style="dim"), command)
+
+
+class JobsScreen(DataScreen):
+    BINDINGS = [
+        Binding("c", "cancel", "Cancel job"),
+        Binding("p", "pause", "Pause"),
+        Binding("u", "resume", "Resume"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: dict[str, jobs.Job] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+        yield Static(id="job-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs", DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        table.focus()
+
+    def load(self) -> None:
+        # Only rows that can have changed: new ids, and those last seen active.
+        known = [int(k) for k in self.jobs]
+        since = max(known) if known else None
+        watch = tuple(int(k) for k, j in self.jobs.items() if j.active)
+        self._fetch(since, watch)
+
+    @work(thread=True, exclusive=True, group="jobs")
+    def _fetch(self, since: int | None, watch: tuple[int, ...]) -> None:
+        with self.app.worker_reader() as conn:
+            rows = jobs.list_jobs(conn, changed_since=since, watch=watch)
+        self.app.call_from_thread(self._show, rows)
+
+    def _show(self, rows: list[jobs.Job]) -> None:
+        fresh = not self.jobs
+        for j in sorted(rows, key=lambda j: -j.id if fresh else j.id):
+            self.jobs[str(j.id)] = j
+        ordered = list(self.jobs.items())
+        sync_rows(self.query_one("#jobs", DataTable), [(k, job_cells(j)) for k, j in ordered])
+        self._detail()
+        self.mark_loaded()
+
+    def _current(self) -> jobs.Job | None:
+        key = cursor_key(self.query_one("#jobs", DataTable))
+        return self.jobs.get(key) if key else None
+
+    def _detail(self) -> None:
+        job = self._current()
+        self.query_one("#job-detail", Static).update(
+            job_detail(job)
+            if job
+            else Text("no job yet: press 2 for tasks, then r to run", style="dim")
+        )
+
+    @on(DataTable.RowHighlighted, "#jobs")
+    def _row(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._detail()
+
+    def _request(self, what: str) -> None:
+        job = self._current()
+        if job is None:
+            return
+        action = {"cancel": jobs.request_cancel, "pause": jobs.request_pause, "resume": jobs.resume}
+        try:
+            updated = action[what](self.app.writer, job.id)
+        except jobs.JobError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.jobs[str(job.id)] = updated
+        self.query_one("#jobs", DataTable).update_cell(str(job.id), "status", job_status(updated))
+        self._detail()
+        self.notify(f"job #{job.id}: {what} requested")
+
+    def action_cancel(self) -> None:
+        self._request("cancel")
+
+    def action_pause(self) -> None:
+        self._request("pause")
+
+    def action_resume(self) -> None:
+        self._request("resume")

@@ -1,0 +1,243 @@
+"""Task detail: the ladder grid and every run, the instruction rendered, the reference solution
+highlighted, the tests, and the frozen contract with its fault targets."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import (
+    DataTable,
+    Footer,
+    Header,
+    Markdown,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+
+from depthtui.screens.base import DataScreen
+from depthtui.screens.format import num, sync_rows
+from depthtui.widgets.ladder_grid import LEGEND, LadderGridView
+from depthtui.widgets.messages import Launch, OpenEpisode
+from depthtui.widgets.sanitize import one_line, safe_text
+from depthtui.widgets.turn_view import OUTCOME_STYLE
+from store import views
+
+
+def title_line(t: views.TaskDetail) -> Text:
+    text = Text.assemble(
+        safe_text(t.id, 200, "bold"), "  ", safe_text(t.name, 120), "\n",
+        ("dataset ", "dim"), safe_text(t.dataset), ("  format ", "dim"), t.format,
+        ("  verifier ", "dim"), t.verifier_kind, ("  segments ", "dim"), str(len(t.segments)),
+        ("  W ", "dim"), (num(t.work), "bold"), ("  N ", "dim"), (num(t.n_turns), "bold"),
+        ("  D ", "dim"), (views.depth_label(t.depth), "bold"),
+    )  # fmt: skip
+    for w in t.warnings:
+        text.append("\n⚠ ", style="yellow")
+        text.append_text(safe_text(w, 300, "yellow"))
+    return text
+
+
+def instruction_markdown(t: views.TaskDetail) -> str:
+    if len(t.segments) <= 1:
+        return safe_text(t.instruction).plain
+    parts = []
+    for s in t.segments:
+        parts.append(
+            f"## Segment {s.idx + 1}: {safe_text(s.name).plain}\n\n{safe_text(s.instruction).plain}"
+        )
+    return "\n\n".join(parts)
+
+
+def _syntax(code: str, lexer: str) -> Syntax:
+    return Syntax(safe_text(code).plain, lexer, theme="ansi_dark", line_numbers=True,
+                  background_color="default", word_wrap=True)  # fmt: skip
+
+
+def solution_view(t: views.TaskDetail) -> RenderableType:
+    parts: list[RenderableType] = []
+    for s in t.segments:
+        head = (
+            f"segment {s.idx + 1}: {s.name}  (W {num(s.work)})"
+            if len(t.segments) > 1
+            else f"solve.sh  (W {num(s.work)})"
+        )
+        parts.append(safe_text(head, 200, "bold"))
+        parts.append(
+            _syntax(s.solution, "bash")
+            if s.solution
+            else Text("no reference solution", style="dim")
+        )
+        parts.append(Text(""))
+    return Group(*parts)
+
+
+def tests_view(t: views.TaskDetail) -> RenderableType:
+    parts: list[RenderableType] = []
+    for s in t.segments:
+        for name, body in sorted(s.tests.items()):
+            label = f"segment {s.idx + 1}: {name}" if len(t.segments) > 1 else name
+            parts.append(safe_text(label, 200, "bold"))
+            lexer = "python" if name.endswith(".py") else "bash"
+            parts.append(_syntax(body, lexer) if isinstance(body, str) else Text(str(body)))
+            parts.append(Text(""))
+    return Group(*parts) if parts else Text("no test files recorded", style="dim")
+
+
+def contract_view(t: views.TaskDetail) -> RenderableType:
+    c = t.contract
+    if c is None:
+        return Text("no contract yet: run `depthtui validate` on this task", style="dim")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    grid.add_row("valid", Text("yes", style="green") if c.valid else Text("no", style="bold red"))
+    for reason in c.reasons:
+        grid.add_row("reason", safe_text(str(reason), 300, "red"))
+    grid.add_row("frozen", c.created_at[:19].replace("T", " "))
+    for flag in c.flags:
+        grid.add_row("flag", safe_text(str(flag), 200, "yellow"))
+    permitted = Table(box=None, header_style="dim", title="permitted changes", title_justify="left")
+    permitted.add_column("path")
+    permitted.add_column("kinds")
+    for path, kinds in sorted(c.permitted.items()):
+        permitted.add_row(safe_text(path, 300), safe_text(", ".join(map(str, kinds))))
+    if not c.permitted:
+        permitted.add_row(Text("nothing may change", style="dim"), "")
+    faults = Table(box=None, header_style="dim", title="fault targets", title_justify="left")
+    faults.add_column("family")
+    faults.add_column("target")
+    for family, target in sorted(c.fault_targets.items()):
+        faults.add_row(family, safe_text(str(target), 300))
+    if not c.fault_targets:
+        faults.add_row(Text("no usable fault family", style="dim"), "")
+    tests = Text("test inventory\n", style="dim")
+    for nodeid in c.tests:
+        tests.append_text(safe_text(str(nodeid), 300))
+        tests.append("\n")
+    return Group(grid, Text(""), permitted, Text(""), faults, Text(""), tests)
+
+
+def episode_cells(e: views.EpisodeInfo) -> list:
+    tests = "–" if e.tests_total is None else f"{e.tests_passed}/{e.tests_total}"
+    return [
+        str(e.id),
+        e.mode,
+        one_line(e.agent, 24),
+        "–" if e.cap is None else str(e.cap),
+        e.fault_family,
+        str(e.turns),
+        Text(e.outcome, style=OUTCOME_STYLE.get(e.outcome, "")),
+        tests,
+        "–" if e.reward is None else f"{e.reward:+.2f}",
+        Text("collateral", style="bold red") if e.collateral else "",
+    ]
+
+
+class TaskDetailScreen(DataScreen):
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("r", "launch", "Run…"),
+        Binding("j", "scroll(1)", "Down", show=False),
+        Binding("k", "scroll(-1)", "Up", show=False),
+    ]
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__()
+        self.task_id = task_id
+        self._episode_ids: tuple[int, ...] = ()
+        self._shown_static = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="task-title")
+        with TabbedContent(id="task-tabs"):
+            with TabPane("Ladder & runs", id="tab-ladder"), VerticalScroll():
+                yield LadderGridView(id="ladder-grid")
+                yield Static(LEGEND, id="ladder-legend")
+                yield Static("Runs", classes="section-title")
+                yield DataTable(id="task-episodes", cursor_type="row", zebra_stripes=True)
+            with TabPane("Instruction", id="tab-instruction"), VerticalScroll():
+                yield Markdown(id="instruction")
+            with TabPane("Solution", id="tab-solution"), VerticalScroll():
+                yield Static(id="solution")
+            with TabPane("Tests", id="tab-tests"), VerticalScroll():
+                yield Static(id="tests")
+            with TabPane("Contract", id="tab-contract"), VerticalScroll():
+                yield Static(id="contract")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#task-episodes", DataTable)
+        for col in (
+            "id",
+            "mode",
+            "agent",
+            "cap",
+            "fault",
+            "turns",
+            "outcome",
+            "tests",
+            "reward",
+            "",
+        ):
+            table.add_column(col, key=col or "flags")
+        self.query_one("#ladder-grid", LadderGridView).focus()
+
+    def load(self) -> None:
+        self._fetch()
+
+    @work(thread=True, exclusive=True, group="task-detail")
+    def _fetch(self) -> None:
+        with self.app.worker_reader() as conn:
+            detail = views.task_detail(conn, self.task_id)
+            grid = views.ladder(conn, self.task_id)
+            episodes = views.task_episodes(conn, self.task_id)
+        self.app.call_from_thread(self._show, detail, grid, episodes)
+
+    def _show(
+        self,
+        detail: views.TaskDetail | None,
+        grid: views.LadderGrid,
+        episodes: list[views.EpisodeInfo],
+    ) -> None:
+        if detail is None:
+            self.query_one("#task-title", Static).update(
+                safe_text(f"task {self.task_id} is not in this store", style="bold red")
+            )
+            self.mark_loaded()
+            return
+        self.query_one("#task-title", Static).update(title_line(detail))
+        self.query_one("#ladder-grid", LadderGridView).show(grid)
+        self._episode_ids = tuple(e.id for e in episodes)
+        sync_rows(
+            self.query_one("#task-episodes", DataTable),
+            [(str(e.id), episode_cells(e)) for e in episodes],
+        )
+        if not self._shown_static:
+            # the task's own files do not change while a run goes on
+            self._shown_static = True
+            self.query_one("#instruction", Markdown).update(instruction_markdown(detail))
+            self.query_one("#solution", Static).update(solution_view(detail))
+            self.query_one("#tests", Static).update(tests_view(detail))
+        self.query_one("#contract", Static).update(contract_view(detail))
+        self.mark_loaded()
+
+    @on(DataTable.RowSelected, "#task-episodes")
+    def _episode_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.post_message(OpenEpisode(int(str(event.row_key.value)), context=self._episode_ids))
+
+    def action_scroll(self, lines: int) -> None:
+        pane = self.query_one("#task-tabs", TabbedContent).active_pane
+        if pane is not None:
+            pane.query_one(VerticalScroll).scroll_relative(y=lines * 3, animate=False)
+
+    def action_launch(self) -> None:
+        self.post_message(Launch((self.task_id,)))

@@ -1,0 +1,39 @@
+"""Messages that bubble up from screens and widgets to the app, which owns navigation."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+
+class OpenEpisode(Message):
+    """Show an episode's replay, at `turn` (default: the first), with H/L moving through
+    `context` (default: the task's episodes) and n/N through the turns matching `query`."""
+
+    def __init__(
+        self,
+        episode_id: int,
+        turn: int | None = None,
+        context: tuple[int, ...] = (),
+        query: str = "",
+    ) -> None:
+        super().__init__()
+        self.episode_id = episode_id
+        self.turn = turn
+        self.context = context
+        self.query = query
+
+
+class OpenTask(Message):
+    """Show one task's detail and ladder grid."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__()
+        self.task_id = task_id
+
+
+class Launch(Message):
+    """Open the launch form for these tasks."""
+
+    def __init__(self, task_ids: tuple[str, ...]) -> None:
+        super().__init__()
+        self.task_ids = task_ids

@@ -1,0 +1,143 @@
+"""Plots drawn with text: depth against work, the depth histogram and rate bars.
+
+Depth only takes cap values, so the scatter gives each cap its own row and puts work on a log
+scale across; several tasks in one cell show as a count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from rich.table import Table
+from rich.text import Text
+
+from store.views import CAPS, D_ABOVE_80, CapRate, DepthPoint, FamilyRate
+
+LEVELS = (*CAPS, D_ABOVE_80)
+MARKERS = ("●", "▲", "■", "◆", "✚", "★")
+COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red")
+BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def level_label(level: int) -> str:
+    return ">80" if level >= D_ABOVE_80 else str(level)
+
+
+def level_index(depth: int) -> int:
+    for i, cap in enumerate(LEVELS):
+        if depth <= cap:
+            return i
+    return len(LEVELS) - 1
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar with eighth-cell resolution."""
+    fraction = min(1.0, max(0.0, fraction))
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (BLOCKS[part] if part else "")).ljust(width)
+
+
+def depth_scatter(points: list[DepthPoint], width: int = 64) -> Text:
+    """Depth (rows, by cap) against work W (columns, log scale), one marker per dataset."""
+    usable = [p for p in points if p.work is not None and p.work > 0]
+    out = Text()
+    if not usable:
+        return Text("no task has both a depth estimate and a reference solution yet", style="dim")
+    datasets = sorted({p.dataset for p in usable})
+    style_of = {
+        d: (MARKERS[i % len(MARKERS)], COLOURS[i % len(COLOURS)]) for i, d in enumerate(datasets)
+    }
+    top = max(p.work for p in usable)
+    span = math.log10(max(10, top)) or 1.0
+
+    def column(work: int) -> int:
+        return min(width - 1, int(math.log10(work) / span * (width - 1)))
+
+    cells: dict[tuple[int, int], Counter[str]] = {}
+    for p in usable:
+        cells.setdefault((level_index(p.depth), column(p.work)), Counter())[p.dataset] += 1
+    out.append("  D\n", style="bold")
+    for row in reversed(range(len(LEVELS))):
+        out.append(f"{level_label(LEVELS[row]):>4} │", style="dim")
+        for col in range(width):
+            counter = cells.get((row, col))
+            if not counter:
+                out.append("·" if row == 0 else " ", style="grey23")
+                continue
+            dataset = counter.most_common(1)[0][0]
+            marker, colour = style_of[dataset]
+            total = sum(counter.values())
+            out.append(marker if total == 1 else str(min(total, 9)), style=f"bold {colour}")
+        out.append("\n")
+    out.append("     └" + "─" * width + "\n", style="dim")
+    ticks = [t for t in (1, 10, 100, 1000, 10000) if t <= max(10, top)]
+    axis = [" "] * width
+    for t in ticks:
+        label = str(t)
+        c = column(t)
+        for i, ch in enumerate(label):
+            if c + i < width:
+                axis[c + i] = ch
+    out.append("      " + "".join(axis) + "  W (lines, log scale)\n", style="dim")
+    out.append("      ")
+    for d in datasets:
+        marker, colour = style_of[d]
+        out.append(f"{marker} ", style=f"bold {colour}")
+        out.append(f"{d}   ")
+    out.append("(a digit: that many tasks in one cell)", style="dim")
+    return out
+
+
+def depth_histogram(points: list[DepthPoint], width: int = 40) -> Text:
+    counts = Counter(level_index(p.depth) for p in points)
+    if not counts:
+        return Text("no depth estimate yet", style="dim")
+    most = max(counts.values())
+    out = Text()
+    for i, level in enumerate(LEVELS):
+        n = counts.get(i, 0)
+        out.append(f"{level_label(level):>4} │", style="dim")
+        out.append(bar(n / most, width), style="cyan")
+        out.append(f" {n}\n")
+    return out
+
+
+def pass_rate_table(rates: list[CapRate]) -> Table | Text:
+    """Pass rate by cap, one row per model, with a bar glyph per cell."""
+    if not rates:
+        return Text("no capped runs yet", style="dim")
+    models = sorted({r.model for r in rates})
+    caps = sorted({r.cap for r in rates})
+    by = {(r.model, r.cap): r for r in rates}
+    table = Table(box=None, header_style="dim", padding=(0, 1))
+    table.add_column("model")
+    for cap in caps:
+        table.add_column(str(cap), justify="right")
+    for model in models:
+        cells: list[Text] = [Text(model)]
+        for cap in caps:
+            r = by.get((model, cap))
+            if r is None or not r.runs:
+                cells.append(Text("·", style="dim"))
+                continue
+            rate = r.passed / r.runs
+            colour = "green" if rate >= 0.66 else "yellow" if rate >= 0.33 else "red"
+            cells.append(Text(f"{BLOCKS[max(1, round(rate * 8))]}{rate:4.0%}", style=colour))
+        table.add_row(*cells)
+    return table
+
+
+def family_bars(rates: list[FamilyRate], width: int = 30) -> Text:
+    if not rates:
+        return Text("no fault episodes yet", style="dim")
+    out = Text()
+    for r in rates:
+        safe = r.safe / r.runs if r.runs else 0.0
+        out.append(f"{r.family:>14} │", style="dim")
+        out.append(bar(safe, width), style="green")
+        out.append(
+            f" {safe:4.0%} safe  ({r.runs} runs, {r.cleared} cleared, {r.collateral} collateral)\n"
+        )
+    return out
