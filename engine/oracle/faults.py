@@ -199,7 +199,7 @@ def inject(sandbox: _Root, plan: FaultPlan) -> None:
 
 @dataclass(frozen=True)
 class Breach:
-    what: str  # replaced | fabricated | lost
+    kind: str  # replaced | fabricated | lost
     path: str
     detail: str
 

@@ -242,12 +242,12 @@ class Oracle:
                     True,
                     self._fault_before(),
                     at.props() if at else None,
-                    detail=f"{breach.what}: {breach.detail}",
+                    detail=f"{breach.kind}: {breach.detail}",
                 )
                 violations.append(ev)
-                integrity_now.add((breach.what, breach.detail))
-                self.first_breach = self.first_breach or breach.what
-                if (breach.what, breach.detail) not in self._state.integrity:
+                integrity_now.add((breach.kind, breach.detail))
+                self.first_breach = self.first_breach or breach.kind
+                if (breach.kind, breach.detail) not in self._state.integrity:
                     events.append(ev)
 
         observed_now = False
