@@ -54,6 +54,9 @@ def test_agent_uid_no_network_read_only_tests():
     except OSError:
         pass
 
+def test_tmp_path_is_under_a_fresh_random_folder(tmp_path):
+    assert str(tmp_path).startswith("/tmp/depthtui-") and os.access(tmp_path, os.W_OK)
+
 def test_runner_is_not_dumpable():
     assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0
     # Another process of the same uid cannot read the runner's environment or memory.
@@ -76,7 +79,7 @@ def test_toolchain_runs_pytest_across_distributions(
     assert verdict.ok, verdict.error_detail
     failures = [(r.nodeid, r.message) for r in verdict.results if not r.passed]
     assert failures == []
-    assert verdict.tests_total == 6 and verdict.complete
+    assert verdict.tests_total == 7 and verdict.complete
     assert verdict.toolchain_sha256 == toolchain.sha256
 
 

@@ -166,8 +166,15 @@ def _isolation_args(rootdir: str) -> list[str]:
 
 
 def _pytest_args(rootdir: str, timeout: float, paths: list[str]) -> list[str]:
+    import tempfile
+
+    # tmp_path lives under a fresh folder with a random name: nothing the agent left in /tmp
+    # (a planted pytest-of-<user> tree, a symlink) is reused.
+    basetemp = os.path.join(tempfile.mkdtemp(prefix="depthtui-"), "tmp")
     return [
         *_isolation_args(rootdir),
+        "--basetemp",
+        basetemp,
         "--timeout",
         str(timeout),
         "--timeout-method",
