@@ -272,3 +272,12 @@ def test_a_harbor_test_sh_beside_pytest_files_is_not_scanned(snapshot, write_tes
         spec(snapshot("echo 42 > answer.txt"), tests), toolchain=toolchain
     )
     assert verdict.complete and verdict.risk == ()
+
+
+def test_docker_trouble_is_a_verdict_not_an_exception(write_tests, toolchain):
+    tests = write_tests({"test_final_state.py": ANSWER_TESTS})
+    verdict = run_pytest_verifier(
+        spec("depthtui-test/no-such-image:never", tests), toolchain=toolchain
+    )
+    assert (verdict.error_kind, verdict.error_code) == ("verifier", "docker")
+    assert "no-such-image" in verdict.error_detail
