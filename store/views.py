@@ -470,6 +470,32 @@ def task_episodes(conn: sqlite3.Connection, task_id: str) -> list[EpisodeInfo]:
     ]
 
 
+def find_episodes(
+    conn: sqlite3.Connection,
+    *,
+    min_turns: int = 0,
+    collateral: bool | None = None,
+    mode: str | None = None,
+    limit: int = 10,
+) -> list[int]:
+    """Ids of finished episodes matching simple conditions, longest first (bench, tests)."""
+    clauses, params = ["status = 'done'", "turns >= ?"], [min_turns]
+    if collateral is not None:
+        clauses.append("collateral = ?")
+        params.append(int(collateral))
+    if mode is not None:
+        clauses.append("mode = ?")
+        params.append(mode)
+    where = " AND ".join(clauses)
+    return [
+        r[0]
+        for r in conn.execute(
+            f"SELECT id FROM episodes WHERE {where} ORDER BY turns DESC, id LIMIT ?",
+            (*params, limit),
+        )
+    ]
+
+
 def task_episode_ids(conn: sqlite3.Connection, task_id: str) -> list[int]:
     return [
         r[0]
