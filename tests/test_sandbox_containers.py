@@ -4,12 +4,13 @@ Docker)."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from engine.sandbox import procs
 from engine.sandbox.base import SandboxError
 from engine.sandbox.containers import KEPT_CAPS, DockerSandbox, start_sandbox
@@ -158,6 +159,29 @@ def test_fork_bomb_is_contained_and_the_episode_continues() -> None:
         sandbox.close()
 
 
+def test_harness_commands_still_run_when_the_process_limit_is_full() -> None:
+    sandbox = start_sandbox(make_task(limits=Limits(pids=32)), BASE, labels=LABELS)
+    try:
+        # A background filler takes every process slot and holds it.
+        sandbox.run("(for i in $(seq 60); do sleep 1000 & done) >/dev/null 2>&1 &")
+        for _ in range(200):
+            stats = sandbox.api.stats(sandbox.container_id, stream=False, one_shot=True)
+            if stats["pids_stats"]["current"] >= 31:
+                break
+            time.sleep(0.1)
+        assert stats["pids_stats"]["current"] >= 31
+        # Listing needs forks inside the exec: it only works with the moment of headroom.
+        listed = _agent_pids(sandbox)
+        assert [comm for _, comm in listed].count("sleep") >= 25
+        limit = sandbox.api.inspect_container(sandbox.container_id)["HostConfig"]["PidsLimit"]
+        assert limit == 32
+        sandbox.kill_agent_processes()
+        assert _agent_pids(sandbox) == []
+        assert sandbox.run("echo free; ls / >/dev/null && echo forks").output == b"free\nforks\n"
+    finally:
+        sandbox.close()
+
+
 def test_snapshot_is_labelled_runnable_and_removed_with_the_sandbox() -> None:
     sandbox = start_sandbox(make_task(), BASE, labels=LABELS)
     try:
@@ -224,3 +248,27 @@ def test_a_missing_engine_gives_one_clear_error(monkeypatch: pytest.MonkeyPatch)
         message = str(err.value)
         assert socket_path in message and "docker/setup.sh" in message
         assert "\n" not in message
+
+
+def test_gc_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from depthtui.cli import _register, app
+
+    _register()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = owner_id().rpartition(":")[0]
+    orphan = start_sandbox(
+        make_task(), BASE, labels={**LABELS, "depthtui.owner": f"{host}:{dead.pid}"}
+    )
+    try:
+        result = CliRunner().invoke(app, ["sandbox", "gc", "--json"])
+        assert result.exit_code == 0, result.output
+        assert orphan.container_id in result.output
+    finally:
+        orphan.close()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/depthtui-no-engine-here.sock")
+    failed = CliRunner().invoke(app, ["sandbox", "gc"])
+    assert failed.exit_code == 1
+    assert "no Docker engine answers" in failed.output and "docker/setup.sh" in failed.output

@@ -89,3 +89,18 @@ def test_payload_is_one_line_of_printable_ascii_that_round_trips() -> None:
     # What bash's `printf %b` does with it: every \xHH back to its byte.
     decoded = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), payload)
     assert decoded == command.encode()
+
+
+def test_model_text_equals_capping_the_safely_decoded_whole() -> None:
+    samples = [
+        b"\0" * 5000,
+        bytes(range(256)) * 40,
+        b"line\r\n" * 1000,
+        "é€😀\u0085".encode() * 700,
+        b"\xc2\x85\x1b[0m" * 900,
+        b"short\x1b",
+        b"x" * 3000,
+        b"x" * 2999 + b"\x01",
+    ]
+    for data in samples:
+        assert model_text(data, b"", len(data)) == cap_text(decode_safely(data)), data[:20]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tarfile
 import time
 from pathlib import Path, PurePosixPath
 
+import docker
 import docker.errors
 
-import docker
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.dockerapi import STDOUT, connect, engine_is_local, start_exec
@@ -120,14 +121,23 @@ class DockerSandbox:
         env: dict[str, str] | None = None,
         workdir: str | None = None,
     ) -> ExecResult:
-        """Run a command in its own exec (never the agent's shell). When the container's process
-        limit is exhausted (a fork bomb), the limit is raised for the moment of the exec."""
+        """Run a command in its own exec (never the agent's shell). An exec joins the container
+        even at its process limit, but cannot fork there: when it failed to fork and the
+        container is at its limit (a fork bomb), it runs once more with the limit raised for
+        that moment."""
         self._check_open()
         result = self._exec_once(user, argv, stdin, timeout, env, workdir)
-        if result.exit_code in (126, 127, -1) and _out_of_pids(result):
+        if _FORK_FAILED.search(result.output) and self._at_pids_limit():
             with self._pid_headroom():
                 result = self._exec_once(user, argv, stdin, timeout, env, workdir)
         return result
+
+    def _at_pids_limit(self) -> bool:
+        try:
+            pids = self.api.stats(self._id, stream=False, one_shot=True).get("pids_stats", {})
+        except docker.errors.APIError:
+            return False
+        return pids.get("current", 0) >= self.limits.pids - 2
 
     def put_path(self, host_path: Path, dest: str, owner: str = "root") -> None:
         host_path = Path(host_path)
@@ -360,26 +370,28 @@ class DockerSandbox:
 
 class _Headroom:
     """Raises a container's pids limit for a moment (so a root exec can start beside a fork bomb)
-    and puts it back."""
+    and puts it back. The SDK's update_container has no pids limit, so this posts it."""
 
     EXTRA = 64
 
     def __init__(self, api: docker.APIClient, container_id: str, pids: int) -> None:
         self.api, self.id, self.pids = api, container_id, pids
 
+    def _set(self, pids: int) -> None:
+        url = f"{self.api.base_url}/v{self.api.api_version}/containers/{self.id}/update"
+        response = self.api.post(url, json={"PidsLimit": pids})
+        if response.status_code >= 400:
+            raise SandboxError("container", f"cannot set the pids limit: {response.text[:300]}")
+
     def __enter__(self) -> None:
-        self.api.update_container(self.id, pids_limit=self.pids + self.EXTRA)
+        self._set(self.pids + self.EXTRA)
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            self.api.update_container(self.id, pids_limit=self.pids)
-        except docker.errors.APIError:
-            pass
+        self._set(self.pids)
 
 
-def _out_of_pids(result: ExecResult) -> bool:
-    text = result.output.lower()
-    return b"resource temporarily unavailable" in text or b"oci runtime exec failed" in text
+# What sh (dash, busybox), bash and the runtime say when a fork hits the process limit.
+_FORK_FAILED = re.compile(rb"(?i)cannot fork|fork: |can't fork|resource temporarily unavailable")
 
 
 def _show(argv: list[str]) -> str:

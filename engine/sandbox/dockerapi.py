@@ -18,10 +18,10 @@ import struct
 import time
 from urllib.parse import urlparse
 
+import docker
 import docker.errors
 from docker.utils import parse_host
 
-import docker
 from engine.sandbox.base import SandboxError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"

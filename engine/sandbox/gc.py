@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import docker
 import docker.errors
 
-import docker
 from engine.sandbox.base import SandboxError
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT

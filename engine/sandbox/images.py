@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import docker.errors
 from docker.utils.json_stream import json_stream
 
-import docker
 from engine.sandbox.base import SandboxError
 from engine.sandbox.dockerapi import connect
 from engine.tasks.model import Task

@@ -15,8 +15,12 @@ HEAD_CHARS = 2000
 TAIL_CHARS = 1000
 
 # C0 controls other than \t and \n, DEL, and the C1 range: a terminal would act on them, a model
-# should see them as text.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# should see them as text, written out as `\xNN`.
+_CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+_NEUTRAL = {c: f"\\x{c:02x}" for c in _CONTROLS}
+# The same controls as UTF-8 bytes, for counting them without decoding character by character.
+_C0_BYTES = bytes(c for c in _CONTROLS if c < 0x80)
+_C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
 
 
 class BoundedCapture:
@@ -66,34 +70,50 @@ class BoundedCapture:
         return bytes(self._head) + bytes(self._tail)
 
 
+def _fold(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+
 def decode_safely(data: bytes) -> str:
     """Bytes as text a model can read: invalid UTF-8 becomes U+FFFD, CRLF becomes LF, and every
     other control character is written out as `\\xNN` so it cannot act on a terminal."""
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _fold(data).translate(_NEUTRAL)
 
 
-def cap_text(text: str, omitted_extra: int = 0) -> str:
+def _safe_length(data: bytes, folded: str) -> int:
+    """len(decode_safely(data)), from `folded` (data decoded, CRLF folded) and byte counts: each
+    control character grows by three when written out as `\\xNN`."""
+    controls = len(data) - len(data.translate(None, _C0_BYTES)) - data.count(b"\r\n")
+    controls += sum(1 for _ in _C1_UTF8.finditer(data))
+    return len(folded) + 3 * controls
+
+
+def cap_text(text: str) -> str:
     """SPEC §3: the first 2,000 and the last 1,000 characters with `[... N characters omitted
-    ...]` between. `omitted_extra` counts characters already dropped before `text` was made (the
-    bounded capture's gap), so N stays the real count."""
-    if len(text) <= HEAD_CHARS + TAIL_CHARS and not omitted_extra:
+    ...]` between."""
+    if len(text) <= HEAD_CHARS + TAIL_CHARS:
         return text
-    omitted = len(text) - HEAD_CHARS - TAIL_CHARS + omitted_extra
+    omitted = len(text) - HEAD_CHARS - TAIL_CHARS
     return f"{text[:HEAD_CHARS]}\n[... {omitted} characters omitted ...]\n{text[-TAIL_CHARS:]}"
 
 
 def model_text(head: bytes, tail: bytes, total: int) -> str:
-    """The capped, safely decoded output of a bounded capture (head, tail and the byte total).
-    Bytes lost in the capture's gap are counted as one character each: the exact count of
-    characters that were never kept cannot be known."""
-    gap = total - len(head) - len(tail)
-    if gap <= 0:
-        return cap_text(decode_safely(head + tail))
-    first = decode_safely(head)
-    last = decode_safely(tail)
-    omitted = len(first) - HEAD_CHARS + len(last) - TAIL_CHARS + gap
-    return f"{first[:HEAD_CHARS]}\n[... {omitted} characters omitted ...]\n{last[-TAIL_CHARS:]}"
+    """cap_text(decode_safely(output)) of a bounded capture (head, tail and the byte total),
+    without decoding a megabyte character by character. Bytes lost in the capture's gap count as
+    one character each: the characters that were never kept cannot be counted."""
+    gap = max(total - len(head) - len(tail), 0)
+    if not gap:
+        head, tail = head + tail, b""
+    first_text, last_text = _fold(head), _fold(tail)
+    length = _safe_length(head, first_text) + _safe_length(tail, last_text) + gap
+    if length <= HEAD_CHARS + TAIL_CHARS:
+        return (first_text + last_text).translate(_NEUTRAL)
+    if not gap:
+        last_text = first_text
+    first = first_text[:HEAD_CHARS].translate(_NEUTRAL)[:HEAD_CHARS]
+    last = last_text[-TAIL_CHARS:].translate(_NEUTRAL)[-TAIL_CHARS:]
+    omitted = length - len(first) - len(last)
+    return f"{first}\n[... {omitted} characters omitted ...]\n{last}"
 
 
 def status_line(exit_code: int | None, timed_out: bool) -> str:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 import docker
+
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.dockerapi import STDERR, STDOUT, ExecStream, engine_is_local, start_exec
@@ -60,28 +61,41 @@ def encode_payload(command: str) -> bytes:
     return _NEEDS_ESCAPE.sub(lambda m: b"\\x%02x" % m.group()[0], data)
 
 
+# Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
+# keeps an agent's function or alias named read/printf/eval from changing the framing.
+_FUNCTIONS = r"""
+__depthtui_begin() {
+    IFS=' ' \builtin read -r _ _ _ _ __dt_lp </proc/loadavg
+    \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
+    IFS= \builtin read -r -N "$1" __dt_c
+    \builtin printf -v __dt_c %b "$__dt_c"
+}
+__depthtui_end() {
+    { \builtin set +xv; } 2>/dev/null
+    \builtin printf '\036%s\037' "$3"
+    \builtin printf '\036%s %s %s\0' "$3" "$1" "$PWD" >&2
+    \builtin unset __dt_c __dt_lp
+    case $2 in *x*) \builtin set -x ;; esac
+    case $2 in *v*) \builtin set -v ;; esac
+    \builtin return "$1"
+}
+\builtin readonly -f __depthtui_begin __depthtui_end
+\builtin printf '\036ready %s\0' "$$" >&2
+"""
+
+
 def _frame(payload: bytes, nonce: str) -> bytes:
-    # Bash reads its script from a pipe one byte at a time, so `read -N` takes exactly the payload
-    # and the second line stays unread (and unseen) until the command is over. `\builtin` keeps
-    # an agent's function or alias named read/printf/eval from changing the framing.
-    first = (
-        # The last pid handed out before the command: every process it starts is newer.
-        "IFS=' ' \\builtin read -r _ _ _ _ __dt_lp </proc/loadavg;"
-        " \\builtin printf '\\037start %s\\0' \"${__dt_lp:-0}\" >&2;"
-        f" IFS= \\builtin read -r -N {len(payload)} __dt_c;"
-        ' \\builtin printf -v __dt_c %b "$__dt_c";'
-        ' \\builtin eval "$__dt_c" </dev/null 2>&1\n'
-    ).encode()
-    second = (
-        # Capture $? first; hide the framing from `set -x`/`set -v` and restore them after.
-        "{ __dt_ec=$? __dt_fl=$-; \\builtin set +xv; } 2>/dev/null;"
-        f" \\builtin printf '\\036%s\\037' {nonce};"
-        f' \\builtin printf \'\\036%s %s %s\\0\' {nonce} "$__dt_ec" "$PWD" >&2;'
-        " \\builtin unset __dt_c __dt_ec __dt_lp;"
-        " case $__dt_fl in *x*) \\builtin set -x;; esac;"
-        " case $__dt_fl in *v*) \\builtin set -v;; esac; \\builtin unset __dt_fl\n"
-    ).encode()
-    return first + payload + second
+    """One command for the shell. Bash reads a pipe one byte at a time, so `read -N` in
+    __depthtui_begin takes exactly the payload, and the last line, with the nonce, stays unread
+    (and unseen) until the command is over. `$?` and `$-` are the command's, passed on before
+    the framing touches them; __depthtui_end returns the command's status, so `$?` in the next
+    command is what a terminal would show."""
+    return (
+        f"\\__depthtui_begin {len(payload)}\n".encode()
+        + payload
+        + b'\\builtin eval "$__dt_c" </dev/null 2>&1\n'
+        + f"\\__depthtui_end $? $- {nonce}\n".encode()
+    )
 
 
 class _Outcome:
@@ -211,7 +225,7 @@ class PersistentShell:
         except docker.errors.APIError as exc:
             raise SandboxError("shell", exc.explanation or str(exc)) from None
         stream = start_exec(self.api, exec_id)
-        stream.send(b"\\builtin printf '\\036ready %s\\0' \"$$\" >&2\n")
+        stream.send(_FUNCTIONS.encode())
         said = bytearray()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
