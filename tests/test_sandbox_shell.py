@@ -47,6 +47,7 @@ def test_exit_code_and_merged_stderr(sb: DockerSandbox) -> None:
     assert r.exit_code == 1
     assert r.output == b"out\nerr\n"
     assert sb.run("(exit 42)").exit_code == 42
+    assert sb.run("echo $?").output == b"42\n"  # as a terminal would show it
 
 
 def test_stdin_is_dev_null_so_read_returns_at_once(sb: DockerSandbox) -> None:
@@ -102,6 +103,13 @@ def test_exit_is_survived_with_a_note(sb: DockerSandbox) -> None:
     sb.run("cd ~")
 
 
+def test_exit_is_noticed_while_a_background_job_holds_the_output(sb: DockerSandbox) -> None:
+    r = sb.run("sleep 30 & exit 5", timeout=20)
+    assert r.shell_restarted and r.exit_code == 5 and not r.timed_out
+    assert "the shell exited with code 5" in r.note
+    assert sb.run("echo fresh").output == b"fresh\n"
+
+
 def test_kill_9_of_the_shell_is_survived_with_a_note(sb: DockerSandbox) -> None:
     r = sb.run("kill -9 $$")
     assert r.shell_restarted and r.exit_code == 137
@@ -136,6 +144,13 @@ def test_printed_end_markers_do_not_end_the_command(sb: DockerSandbox) -> None:
     assert r.output.endswith(b"after-the-fakes\n")
     assert b"\x1e" + b"0" * 32 + b"\x1f" in r.output
     assert "\\x1e" in r.observation and "\x1e" not in r.observation
+
+
+def test_the_framing_functions_cannot_be_replaced(sb: DockerSandbox) -> None:
+    r = sb.run("__depthtui_end() { echo hijacked; }; unset -f __depthtui_begin; echo tried")
+    assert b"readonly function" in r.output and r.output.endswith(b"tried\n")
+    after = sb.run("echo still-framed")
+    assert after.output == b"still-framed\n" and after.exit_code == 0
 
 
 def test_set_x_does_not_show_the_framing(sb: DockerSandbox) -> None:

@@ -231,6 +231,12 @@ class DockerSandbox:
         self.snapshots.append(image_id)
         return image_id
 
+    def remove_snapshot(self, image_id: str) -> bool:
+        """Remove one snapshot image of this sandbox; False when it was already gone."""
+        if image_id in self.snapshots:
+            self.snapshots.remove(image_id)
+        return remove_image(self.client, image_id)
+
     def close(self, remove_snapshots: bool = False) -> None:
         """Stop and remove the container (and, if asked, its snapshot images); idempotent."""
         if not self.closed:

@@ -2,23 +2,26 @@
 
 How a command travels (the framing never depends on what the command prints):
 
-1. One line tells bash to read exactly N bytes of payload into a variable, decode it and `eval` it
-   with stdin from /dev/null and stderr merged into stdout. The payload is the command with every
-   byte outside printable ASCII (and the backslash) written as `\\xHH`, so it has no newlines, its
-   length in bytes equals its length in characters in any locale, and a 100 KB command arrives
-   intact without any line-length limit.
-2. A second line, which bash only reads after the command has finished, prints the end marks:
-   `\\x1e<nonce>\\x1f` on stdout (so the host knows where the command's output stops) and
+1. `__depthtui_begin N` (a read-only function defined when the shell starts) reads exactly N bytes
+   of payload into a variable and decodes it; then `eval` runs it at top level (so `declare`,
+   `cd` and variables behave as typed) with stdin from /dev/null and stderr merged into stdout.
+   The payload is the command with every byte outside printable ASCII (and the backslash)
+   written as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB
+   command arrives intact with no line-length limit.
+2. `__depthtui_end ... <nonce>`, on a line bash only reads after the command has finished, prints
+   the end marks: `\\x1e<nonce>\\x1f` on stdout (where the command's output stops) and
    `\\x1e<nonce> <exit code> <cwd>\\0` on stderr, a separate stream of the exec that the
-   command's own (merged) output never reaches. The nonce is fresh for every command and exists
-   only in the host and in the part of bash's input that bash has not read yet, so it is not in
-   the environment, in a file or in a variable while the command runs: text the command prints,
-   a guessed marker included, cannot end it early.
+   command's own (merged) output never reaches. The nonce is fresh for every command and, while
+   the command runs, exists only in the host and in the part of bash's input not yet read: not in
+   the environment, a file or a variable. Text the command prints, a guessed marker included,
+   cannot end it early. (A process that deliberately reads the rest of its parent shell's input
+   through /proc could learn it; it runs as the same uid as the shell, which no design with the
+   shell as the agent's own user can prevent.)
 
-On a timeout the command's processes (descendants of the shell started since it began) are
-killed from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy
-(a shell loop, a builtin blocked on a fifo) is it killed and replaced in its last cwd. A shell that
-exits or is killed is replaced in the last known cwd. Every such event is said in the note.
+On a timeout the command's processes (descendants of the shell newer than the command) are killed
+from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
+shell loop, a builtin blocked on a fifo) is it killed and replaced in its last cwd. A shell that
+exits or is killed is replaced in its last known cwd. Every such event is said in the note.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ __depthtui_begin() {
     \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
     IFS= \builtin read -r -N "$1" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
+    case $3 in *e*) ;; *) \builtin return "$2" ;; esac
 }
 __depthtui_end() {
     { \builtin set +xv; } 2>/dev/null
@@ -77,7 +81,7 @@ __depthtui_end() {
     \builtin unset __dt_c __dt_lp
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
-    \builtin return "$1"
+    case $2 in *e*) ;; *) \builtin return "$1" ;; esac
 }
 \builtin readonly -f __depthtui_begin __depthtui_end
 \builtin printf '\036ready %s\0' "$$" >&2
@@ -88,10 +92,11 @@ def _frame(payload: bytes, nonce: str) -> bytes:
     """One command for the shell. Bash reads a pipe one byte at a time, so `read -N` in
     __depthtui_begin takes exactly the payload, and the last line, with the nonce, stays unread
     (and unseen) until the command is over. `$?` and `$-` are the command's, passed on before
-    the framing touches them; __depthtui_end returns the command's status, so `$?` in the next
-    command is what a terminal would show."""
+    the framing touches them, and both functions return the status they were given, so `$?` in
+    the next command is what a terminal would show (not under `set -e`, where returning it would
+    end the shell)."""
     return (
-        f"\\__depthtui_begin {len(payload)}\n".encode()
+        f"\\__depthtui_begin {len(payload)} $? $-\n".encode()
         + payload
         + b'\\builtin eval "$__dt_c" </dev/null 2>&1\n'
         + f"\\__depthtui_end $? $- {nonce}\n".encode()
