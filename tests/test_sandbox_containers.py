@@ -106,6 +106,17 @@ def test_exec_root_is_root_takes_stdin_and_splits_streams(sb: DockerSandbox) -> 
     assert r.exit_code == 5
     assert r.stdout == b"0\npiped\n" and r.stderr == b"warn\n"
     assert sorted(r.output.splitlines()) == [b"0", b"piped", b"warn"]
+    # Megabytes in while megabytes come out: no deadlock between the two pipes.
+    big = bytes(range(256)) * 20_000
+    assert sb.exec_root(["cat"], stdin=big).stdout == big
+
+
+def test_exec_root_timeout_raises_and_kills_the_process(sb: DockerSandbox) -> None:
+    with pytest.raises(SandboxError) as err:
+        sb.exec_root(["sleep", "4321"], timeout=1)
+    assert err.value.kind == "exec" and "sleep 4321" in err.value.detail
+    left = sb.exec_root(["sh", "-c", "pgrep -fx 'sleep 4321' || echo gone"]).stdout
+    assert left == b"gone\n"
 
 
 def test_rootfs_is_the_merged_filesystem(sb: DockerSandbox) -> None:

@@ -8,10 +8,13 @@ agent can neither see nor influence.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
+import signal
 import tarfile
+import threading
 import time
 from pathlib import Path, PurePosixPath
 
@@ -20,7 +23,7 @@ import docker.errors
 
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
-from engine.sandbox.dockerapi import STDOUT, connect, engine_is_local, start_exec
+from engine.sandbox.dockerapi import STDOUT, ExecStream, connect, engine_is_local, start_exec
 from engine.sandbox.gc import remove_image
 from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, owner_id
 from engine.sandbox.shell import PersistentShell
@@ -298,12 +301,15 @@ class DockerSandbox:
         out, err, both = bytearray(), bytearray(), bytearray()
         try:
             if stdin is not None:
-                stream.send(stdin)
-                stream.close_input()
+                # From a thread: a command that prints while it reads would otherwise block on
+                # its full output pipe while we block on its full input pipe.
+                feeder = threading.Thread(target=_feed, args=(stream, stdin), daemon=True)
+                feeder.start()
             deadline = time.monotonic() + timeout
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    self._kill_exec(exec_id)
                     raise SandboxError("exec", f"{_show(argv)} did not finish within {timeout:g} s")
                 frames = stream.read(left)
                 if frames is None:
@@ -326,6 +332,17 @@ class DockerSandbox:
             stdout=bytes(out),
             stderr=bytes(err),
         )
+
+    def _kill_exec(self, exec_id: str) -> None:
+        """Best effort: an exec cannot be stopped through the API, but on a local engine its
+        process is ours to kill."""
+        try:
+            pid = self.api.exec_inspect(exec_id).get("Pid") or 0
+        except docker.errors.APIError:
+            return
+        if pid > 0 and engine_is_local():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def _pid_headroom(self) -> _Headroom:
         return _Headroom(self.api, self._id, self.limits.pids)
@@ -394,6 +411,12 @@ class _Headroom:
 
     def __exit__(self, *exc: object) -> None:
         self._set(self.pids)
+
+
+def _feed(stream: ExecStream, data: bytes) -> None:
+    with contextlib.suppress(SandboxError):
+        stream.send(data)
+    stream.close_input()
 
 
 # What sh (dash, busybox), bash and the runtime say when a fork hits the process limit.

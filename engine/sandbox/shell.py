@@ -116,7 +116,6 @@ class _Outcome:
         self.exit_code: int | None = None
         self.cwd: str | None = None
         self.last_pid: int | None = None  # the newest pid when the command began
-        self.ended = False  # the stream closed
 
     @property
     def done(self) -> bool:
