@@ -71,13 +71,12 @@ def build_image(
     say = on_progress or (lambda line: None)
     client = client or connect()
     env = task.environment
-    if env.image and _have(client, env.image):
+    # Harbor's docker_image: a prebuilt image, used instead of building when it can be had.
+    if env.image and (_have(client, env.image) or (pull and _pull(client, env.image))):
         return ImageResult(tag=env.image, built=False)
     text = _dockerfile_text(task)
     warnings: list[str] = []
     if text is None:
-        if env.image and pull and _pull(client, env.image):
-            return ImageResult(tag=env.image, built=False)
         if env.image:
             warning = (
                 f"{task.id}: image {env.image} is neither on this engine nor pullable; "
@@ -110,7 +109,8 @@ def build_image(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{slug}-{content}.log"
     if _have(client, tag):
-        return ImageResult(tag=tag, built=False, warnings=tuple(warnings), log_path=log_path)
+        kept = log_path if log_path.exists() else None
+        return ImageResult(tag=tag, built=False, warnings=tuple(warnings), log_path=kept)
 
     with tempfile.TemporaryFile() as context, log_path.open("w", encoding="utf-8") as log:
         for warning in warnings:
@@ -189,6 +189,12 @@ def _resolve_froms(
         elif _have(client, ref) or (pull and _pull(client, ref)):
             base_ids.append(client.api.inspect_image(ref)["Id"])
         else:
+            if not _have(client, BASE_IMAGE):
+                raise SandboxError(
+                    "build",
+                    f"FROM {ref} cannot be had and the substitute {BASE_IMAGE} is missing too: "
+                    "run docker/setup.sh",
+                )
             substituted.append(ref)
             base_ids.append(client.api.inspect_image(BASE_IMAGE)["Id"])
             ending = "\n" if line.endswith("\n") else ""
