@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per model request is noise
     if args.workers < 1:
         log.error("--workers: expected an integer >= 1, got %d", args.workers)
         return 2
