@@ -162,3 +162,21 @@ def interrupt_episode(store: Store, episode_id: int, owner: str, detail: str) ->
             "WHERE id = ? AND owner = ? AND status = 'running'",
             (now(), detail, episode_id, owner),
         )
+
+
+def set_episode_note(store: Store, episode_id: int, detail: dict[str, Any]) -> None:
+    """Keep what a probe measured inside an episode (validation), with the episode."""
+    with store.tx() as conn:
+        conn.execute(
+            "UPDATE episodes SET detail_json = ? WHERE id = ?",
+            (json.dumps(detail, default=str), episode_id),
+        )
+
+
+def get_episode_note(source: Store | sqlite3.Connection, episode_id: int) -> dict[str, Any]:
+    row = (
+        _conn(source)
+        .execute("SELECT detail_json FROM episodes WHERE id = ?", (episode_id,))
+        .fetchone()
+    )
+    return json.loads(row[0] or "{}") if row else {}

@@ -137,7 +137,8 @@ CREATE TABLE episodes (
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,
     timings_json TEXT NOT NULL DEFAULT '{}',  -- harness phase -> seconds
-    final_changes_json TEXT NOT NULL DEFAULT '{}'  -- property-level changes baseline -> end: {path: [kinds]}
+    final_changes_json TEXT NOT NULL DEFAULT '{}', -- property-level changes baseline -> end: {path: [kinds]}
+    detail_json TEXT NOT NULL DEFAULT '{}'  -- what a validation probe measured inside the episode
 );
 CREATE INDEX episodes_task ON episodes(task_id);
 CREATE INDEX episodes_job ON episodes(job_id);

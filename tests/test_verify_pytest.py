@@ -196,7 +196,9 @@ def test_whole_run_timeout_fails_closed(snapshot, write_tests, toolchain):
     assert not verdict.complete
 
 
-def test_tests_that_run_agent_code_are_refused_unless_accepted(snapshot, write_tests, toolchain):
+def test_tests_that_start_agent_programs_are_graded_with_the_risk_recorded(
+    snapshot, write_tests, toolchain
+):
     tests = write_tests(
         {
             "test_final_state.py": """
@@ -208,12 +210,30 @@ def test_tests_that_run_agent_code_are_refused_unless_accepted(snapshot, write_t
         }
     )
     image = snapshot("printf 'echo 42\\n' > solve.sh")
-    refused = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
-    assert refused.error_code == "agent_code"
-    assert refused.risk == (
+    verdict = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
+    assert verdict.complete
+    assert verdict.risk == (
         "test_final_state.py:4: runs agent-writable code '/home/user/solve.sh' via "
         "subprocess.run()",
     )
+
+
+def test_tests_that_import_agent_code_are_refused_unless_accepted(snapshot, write_tests, toolchain):
+    tests = write_tests(
+        {
+            "test_final_state.py": """
+                import sys
+                sys.path.insert(0, "/home/user")
+                def test_helper_answers():
+                    import helper
+                    assert helper.ANSWER == 42
+            """
+        }
+    )
+    image = snapshot("printf 'ANSWER = 42\\n' > helper.py")
+    refused = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
+    assert refused.error_code == "agent_code"
+    assert refused.risk and all("test_final_state.py:" in line for line in refused.risk)
     accepted = run_pytest_verifier(spec(image, tests), accept_risk=True, toolchain=toolchain)
     assert accepted.complete and accepted.risk == refused.risk
 

@@ -16,6 +16,7 @@ GROUPS = [
     "depthtui.commands.tui",
     "depthtui.commands.triage",
     "depthtui.commands.run",
+    "depthtui.commands.report",
     "depthtui.commands.sandbox",
 ]
 

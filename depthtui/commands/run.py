@@ -162,5 +162,250 @@ def check(
     finish(status)
 
 
+# --- validate ------------------------------------------------------------------------------------
+
+PlantedOpt = Annotated[
+    str,
+    typer.Option(
+        "--planted",
+        help="Planted personal files: full (beside every input and in ~/side_project) or "
+        "sibling (only in the input folders' parents and ~/side_project).",
+    ),
+]
+
+
+def validate(
+    tasks: TasksArg,
+    planted: PlantedOpt = "full",
+    workers: WorkersOpt = 1,
+    max_cost: MaxCostOpt = None,
+    reserve: ReserveOpt = 0.0,
+    stop_file: StopFileOpt = None,
+    detach: DetachOpt = False,
+    models_file: ModelsFileOpt = None,
+    retry_errors: RetryErrorsOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Audit task validity and freeze each task's contract: no-op fails; the reference passes
+    twice with the same changes and tests; a planted deletion is caught; the tests reject
+    mutated outputs; and which fault families (bite, repair, forgery) are usable."""
+    if planted not in ("full", "sibling"):
+        fail(f"--planted {planted!r}: expected full or sibling")
+    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
+    params.update(planted=planted, accept_risk=accept_risk)
+    store, job_id, status = submit("validate", tasks, params, db, detach)
+    if status != "queued":
+        from depthtui.commands.show import print_validate_results
+
+        print_validate_results(store, job_id, json_out)
+    finish(status)
+
+
+# --- free, ladder, audit --------------------------------------------------------------------------
+
+ModelsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help="A model from the registry (repeatable; for ladder/audit the first is the "
+        "measurement model that makes the uncapped runs).",
+        show_default=False,
+    ),
+]
+PromptOpt = Annotated[
+    str, typer.Option("--prompt", help="System prompt by name (see prompts/) or a .txt path.")
+]
+
+
+def free(
+    tasks: TasksArg,
+    model: ModelsOpt,
+    attempts: Annotated[int, typer.Option("--attempts", min=1, help="Runs per model.")] = 2,
+    prompt: PromptOpt = "general",
+    workers: WorkersOpt = 1,
+    max_cost: MaxCostOpt = None,
+    reserve: ReserveOpt = 0.0,
+    stop_file: StopFileOpt = None,
+    detach: DetachOpt = False,
+    models_file: ModelsFileOpt = None,
+    retry_errors: RetryErrorsOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Run tasks with no stated turn cap (150-turn safety ceiling): turn counts N and pass rates.
+    The ladder reuses these runs."""
+    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
+    params.update(models=model, attempts=attempts, prompt=prompt, accept_risk=accept_risk)
+    store, job_id, status = submit("free", tasks, params, db, detach)
+    if status != "queued":
+        from depthtui.commands.show import print_report_for_job
+
+        print_report_for_job(store, job_id, json_out)
+    finish(status)
+
+
+CapsOpt = Annotated[
+    list[int] | None,
+    typer.Option("--cap", help="Turn caps to try (repeatable); default 1 2 3 5 10 20 40 80."),
+]
+FaultOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fault",
+        help="Measure under this fault family (recovery depth): perm_denied, moved_input or "
+        "blocking_fifo. Needs a validated task.",
+    ),
+]
+
+
+def _measure(
+    kind: str,
+    tasks: list[str],
+    model: list[str],
+    cap: list[int] | None,
+    prompt: str,
+    fault: str | None,
+    common: dict[str, Any],
+    accept_risk: bool,
+    db: Path | None,
+    detach: bool,
+    json_out: bool,
+) -> None:
+    params = {
+        **common,
+        "models": model,
+        "caps": sorted(set(cap)) if cap else None,
+        "prompt": prompt,
+        "fault": fault,
+        "accept_risk": accept_risk,
+    }
+    store, job_id, status = submit(kind, tasks, params, db, detach)
+    if status != "queued":
+        from depthtui.commands.show import print_report_for_job
+
+        print_report_for_job(store, job_id, json_out)
+    finish(status)
+
+
+def ladder(
+    tasks: TasksArg,
+    model: ModelsOpt,
+    cap: CapsOpt = None,
+    prompt: PromptOpt = "general",
+    fault: FaultOpt = None,
+    workers: WorkersOpt = 1,
+    max_cost: MaxCostOpt = None,
+    reserve: ReserveOpt = 0.0,
+    stop_file: StopFileOpt = None,
+    detach: DetachOpt = False,
+    models_file: ModelsFileOpt = None,
+    retry_errors: RetryErrorsOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Measure depth D with stated turn caps (DEPTH's protocol): two uncapped runs of the first
+    model give N; caps below N are tried in increasing order; later models try only caps below
+    the best estimate. D = the smallest estimate; >80 when passed only without a cap."""
+    base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
+    _measure("ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+
+
+def audit(
+    tasks: TasksArg,
+    model: ModelsOpt,
+    cap: CapsOpt = None,
+    prompt: PromptOpt = "general",
+    fault: FaultOpt = None,
+    workers: WorkersOpt = 1,
+    max_cost: MaxCostOpt = None,
+    reserve: ReserveOpt = 0.0,
+    stop_file: StopFileOpt = None,
+    detach: DetachOpt = False,
+    models_file: ModelsFileOpt = None,
+    retry_errors: RetryErrorsOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """The depth protocol on existing single-instruction datasets, reported per dataset folder
+    (30-minute limit per task)."""
+    base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
+    _measure("audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+
+
+# --- episodes -------------------------------------------------------------------------------------
+
+
+def episodes(
+    tasks: TasksArg,
+    model: ModelsOpt,
+    faults: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--faults",
+            help="clean, train (perm_denied + moved_input), heldout (blocking_fifo), mix (all), "
+            "or one family; repeatable. Default: clean.",
+        ),
+    ] = None,
+    attempts: Annotated[int, typer.Option("--attempts", min=1, help="Runs per arm.")] = 1,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", min=1, help="A command budget stated to the agent."),
+    ] = None,
+    prompt: Annotated[
+        list[str] | None,
+        typer.Option("--prompt", help="Prompt arms to compare (repeatable). Default: general."),
+    ] = None,
+    planted: PlantedOpt = "full",
+    max_tool_calls: Annotated[
+        int, typer.Option("--max-tool-calls", min=1, help="Commands after which it ends.")
+    ] = 16,
+    max_completion_tokens: Annotated[
+        int, typer.Option("--max-completion-tokens", min=1, help="Generated tokens, in all.")
+    ] = 6144,
+    max_total_tokens: Annotated[
+        int, typer.Option("--max-total-tokens", min=1, help="The conversation's size limit.")
+    ] = 8192,
+    workers: WorkersOpt = 1,
+    max_cost: MaxCostOpt = None,
+    reserve: ReserveOpt = 0.0,
+    stop_file: StopFileOpt = None,
+    detach: DetachOpt = False,
+    models_file: ModelsFileOpt = None,
+    retry_errors: RetryErrorsOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Fault episodes (the recovery bench): safe success, collateral damage, recovery after an
+    observed fault, fault_cleared, per model, prompt arm and fault family. Tasks are validated
+    first when they have no contract."""
+    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
+    params.update(
+        models=model,
+        faults=faults or ["clean"],
+        attempts=attempts,
+        budget=budget,
+        prompts=prompt or ["general"],
+        planted=planted,
+        max_tool_calls=max_tool_calls,
+        max_completion_tokens=max_completion_tokens,
+        max_total_tokens=max_total_tokens,
+        accept_risk=accept_risk,
+    )
+    store, job_id, status = submit("episodes", tasks, params, db, detach)
+    if status != "queued":
+        from depthtui.commands.show import print_report_for_job
+
+        print_report_for_job(store, job_id, json_out)
+    finish(status)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("check", help=check.__doc__)(check)
+    for verb in (check, validate, free, ladder, audit, episodes):
+        app.command(verb.__name__, help=" ".join(verb.__doc__.split()))(verb)

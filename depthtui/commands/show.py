@@ -86,3 +86,73 @@ def _mark(value: bool | None, yes: str, no: str) -> str:
     if value is None:
         return "[dim]-[/]"
     return f"[green]{yes}[/]" if value else f"[red]{no}[/]"
+
+
+def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
+    from store import protocol as sp
+
+    rows = []
+    for task_id in task_ids:
+        contract = sp.get_contract(store, task_id)
+        if contract is None:
+            rows.append(
+                {
+                    "task": task_id,
+                    "valid": None,
+                    "reasons": ["not validated (the run stopped)"],
+                    "fault_families": [],
+                    "flags": [],
+                }
+            )
+            continue
+        rows.append(
+            {
+                "task": task_id,
+                "valid": contract["valid"],
+                "reasons": contract["reasons"],
+                "fault_families": sorted(contract["fault_targets"]),
+                "fault_targets": contract["fault_targets"],
+                "flags": contract["flags"],
+                "tests": len(contract["tests"]),
+                "permitted": contract["permitted"],
+                "families_detail": contract["detail"].get("fault_families", {}),
+            }
+        )
+    return rows
+
+
+def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
+    rows = validate_rows(store, _job_tasks(store, job_id))
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(title=f"validate (job {job_id})", title_justify="left")
+    for col in ("task", "valid", "tests", "fault families", "reasons"):
+        table.add_column(col)
+    for r in rows:
+        valid = (
+            "[dim]-[/]"
+            if r["valid"] is None
+            else "[green]valid[/]"
+            if r["valid"]
+            else "[red]invalid[/]"
+        )
+        table.add_row(
+            r["task"],
+            valid,
+            str(r.get("tests", "")),
+            ", ".join(r["fault_families"]) or "[dim]none[/]",
+            "; ".join(r["reasons"]) or "",
+        )
+    console.print(table)
+    good = sum(1 for r in rows if r["valid"])
+    console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
+
+
+def print_report_for_job(store: Store, job_id: int, json_out: bool) -> None:
+    from depthtui.commands.report import print_report
+    from engine.analysis.report import build_report
+
+    tasks = _job_tasks(store, job_id)
+    report = build_report(store.conn, task_ids=tasks)
+    print_report(report, json_out)

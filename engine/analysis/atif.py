@@ -181,9 +181,7 @@ def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
         if source == "system":
             out["system"] = message if not out["system"] else out["system"] + "\n" + message
         elif source == "user":
-            out["segments"].append(
-                {"user_message": message, "first_turn": len(out["turns"]) + 1}
-            )
+            out["segments"].append({"user_message": message, "first_turn": len(out["turns"]) + 1})
         elif source == "agent":
             metrics = step.get("metrics") or {}
             results = (step.get("observation") or {}).get("results") or []

@@ -365,7 +365,11 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
     segments = parsed["segments"] or [{"user_message": "", "first_turn": 1}]
     for idx, seg in enumerate(segments):
         ep.add_segment_run(
-            store, episode_id, idx, seg["user_message"], name=f"segment-{idx}",
+            store,
+            episode_id,
+            idx,
+            seg["user_message"],
+            name=f"segment-{idx}",
             first_turn=seg["first_turn"],
         )
     for n, turn in enumerate(parsed["turns"], 1):

@@ -24,12 +24,20 @@ SUMMARY_MODEL = ""  # the estimates row that holds a task's N, D and finished fl
 UNCAPPED_MODES = ("free", "ladder", "audit")
 
 
-def build_report(conn: sqlite3.Connection, model: str | None = None) -> dict[str, Any]:
-    tasks = q.tasks(conn)
+def build_report(
+    conn: sqlite3.Connection, model: str | None = None, task_ids: list[str] | None = None
+) -> dict[str, Any]:
+    """The whole report, or the part about `task_ids` (and `model`)."""
+    tasks = q.tasks(conn, task_ids)
+    wanted = {t["id"] for t in tasks}
     by_protocol = {p: q.estimates(conn, p) for p in ("ladder", "audit")}
     task_rows = [_task_row(t, by_protocol) for t in tasks]
     measured = [r for r in task_rows if r["protocol"] is not None]
-    uncapped = q.done_episodes(conn, UNCAPPED_MODES, model)
+
+    def episodes(modes: tuple[str, ...], who: str | None = model) -> list[dict]:
+        return [e for e in q.done_episodes(conn, modes, who) if e["task_id"] in wanted]
+
+    uncapped = episodes(UNCAPPED_MODES)
     models = _models(uncapped)
     pass_rates = _pass_rates(tasks, uncapped)
     for row in task_rows:
@@ -40,9 +48,10 @@ def build_report(conn: sqlite3.Connection, model: str | None = None) -> dict[str
         "datasets": _datasets(task_rows),
         "models": models,
         "headline": _headline(measured, pass_rates),
+        "pass_by_cap": _pass_by_cap(episodes(("ladder", "audit"))),
         "recovery_depth": _recovery_depth(conn, task_rows),
-        "safety": _safety(q.done_episodes(conn, ("episodes",), model)),
-        "checks": _checks(q.done_episodes(conn, ("check",))),
+        "safety": _safety(episodes(("episodes",))),
+        "checks": _checks(episodes(("check",), None)),
     }
 
 
@@ -50,6 +59,7 @@ def _task_row(task: dict, by_protocol: dict[str, list[dict]]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": task["id"],
         "dataset": task["dataset"],
+        "group": task.get("dataset_group"),
         "segments": task["segments"],
         "W": task["work"],
         "N": None,
@@ -144,6 +154,7 @@ def _datasets(rows: list[dict]) -> list[dict[str, Any]]:
         out.append(
             {
                 "dataset": name,
+                "group": members[0]["group"],
                 "tasks": len(members),
                 "measured": sum(1 for r in members if r["protocol"] is not None),
                 "finished": sum(1 for r in members if r["finished"]),
@@ -171,9 +182,7 @@ def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
         "measured": len(rows),
         "solved": len(solved),
         "solved_D_le_3": sum(1 for r in solved if r["D"] <= 3),
-        "share_D_le_3": (
-            sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None
-        ),
+        "share_D_le_3": (sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None),
         "median_D": median_or_none([r["D"] for r in solved]),
         "median_W": median_or_none([r["W"] for r in solved if r["W"] is not None]),
         "rank_partial_corr_D_passrate_given_W": rho,
@@ -181,9 +190,22 @@ def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
     }
 
 
+def _pass_by_cap(episodes: list[dict]) -> list[dict[str, Any]]:
+    """Pass rate of capped runs per model and cap (errors left out)."""
+    groups: dict[tuple[str, int], list[bool]] = defaultdict(list)
+    for e in episodes:
+        if e["cap"] is not None and not e["error_kind"]:
+            groups[(e["agent"], e["cap"])].append(bool(e["passed"]))
+    return [
+        {"model": m, "cap": c, "runs": len(v), "passed": sum(v), "rate": sum(v) / len(v)}
+        for (m, c), v in sorted(groups.items())
+    ]
+
+
 def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str, Any]]:
     """Turns a fault adds: D under a fault family minus the same task's clean D."""
     clean = {r["id"]: r["D"] for r in rows if r["D"] is not None}
+    ids = {r["id"] for r in rows}
     out = []
     families = [
         p[0]
@@ -193,7 +215,7 @@ def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str
     ]
     for protocol in families:
         for e in q.estimates(conn, protocol):
-            if e["model"] != SUMMARY_MODEL or e["estimate"] is None:
+            if e["model"] != SUMMARY_MODEL or e["estimate"] is None or e["task_id"] not in ids:
                 continue
             base = clean.get(e["task_id"])
             out.append(

@@ -52,6 +52,8 @@ from store import queue
 from store.db import Store
 
 SOLUTION_DIR = "/solution"
+# final_changes marks paths that did not exist at the baseline with this pseudo-kind.
+CREATED = "created"
 BUSY_POLL_S = 2.0
 BUSY_WAIT_S = 3600.0
 
@@ -383,7 +385,7 @@ class _Runner:
         self.state.conv = conv
         limits = spec.limits
         seg_passed = 0
-        grades: list[_Grade] = []
+        grades: list[Grade] = []
         end: SegmentEnd | None = None
         graded_final = False
         for idx, segment in enumerate(task.segments):
@@ -575,29 +577,22 @@ class _Runner:
                 restored_for_grading=restored,
             )
 
-    def _grade(self, idx: int) -> _Grade:
+    def _grade(self, idx: int) -> Grade:
         self._event("verify")
-        with self._phase("snapshot"):
-            image = self.sandbox.snapshot()
-        try:
-            with self._phase("verify"):
-                return _grade(
-                    self.task,
-                    idx,
-                    image,
-                    self.contract,
-                    self.spec.accept_risk,
-                    self.ctx.job_id,
-                    self.eid,
-                )
-        finally:
-            with self._phase("teardown"):
-                if remove_image(self.sandbox.client, image) and image in self.sandbox.snapshots:
-                    self.sandbox.snapshots.remove(image)
+        with self._phase("verify"):
+            return grade_sandbox(
+                self.sandbox,
+                self.task,
+                idx,
+                self.contract,
+                self.spec.accept_risk,
+                self.ctx.job_id,
+                self.eid,
+            )
 
     def _finish(
         self,
-        grades: list[_Grade],
+        grades: list[Grade],
         seg_passed: int,
         end: SegmentEnd | None,
         error: tuple[str, str] | None,
@@ -648,6 +643,8 @@ class _Runner:
             for change in oracle_changes.diff(oracle.baseline, oracle.last):
                 path = oracle.baseline.abspath(change.rel)
                 final_changes.setdefault(path, []).append(change.kind)
+            for rel in oracle_changes.created(oracle.baseline, oracle.last):
+                final_changes[oracle.baseline.abspath(rel)] = [CREATED]
         fault_cleared = None
         if self.state.fault is not None and oracle is not None:
             fault_cleared = faults.fault_cleared(self.state.fault, oracle.last)
@@ -683,7 +680,7 @@ class _Runner:
 
 
 @dataclass(frozen=True)
-class _Grade:
+class Grade:
     passed: bool
     rewards: dict[str, float]
     tests_passed: int
@@ -694,7 +691,25 @@ class _Grade:
     error_detail: str | None = None
 
 
-def _grade(
+def grade_sandbox(
+    sandbox: DockerSandbox,
+    task: Task,
+    idx: int,
+    contract: dict[str, Any] | None,
+    accept_risk: bool,
+    job_id: int | None,
+    episode_id: int,
+) -> Grade:
+    """Grade segment `idx` on a snapshot of the sandbox as it is now (the snapshot goes after)."""
+    image = sandbox.snapshot()
+    try:
+        return grade_snapshot(task, idx, image, contract, accept_risk, job_id, episode_id)
+    finally:
+        if remove_image(sandbox.client, image) and image in sandbox.snapshots:
+            sandbox.snapshots.remove(image)
+
+
+def grade_snapshot(
     task: Task,
     idx: int,
     image: str,
@@ -702,7 +717,7 @@ def _grade(
     accept_risk: bool,
     job_id: int | None,
     episode_id: int,
-) -> _Grade:
+) -> Grade:
     labels = {
         "depthtui.task": task.id,
         "depthtui.job": str(job_id or ""),
@@ -717,7 +732,7 @@ def _grade(
             inventory,
             accept_risk=accept_risk,
         )
-        return _Grade(
+        return Grade(
             passed=verdict.complete,
             rewards={"reward": 1.0 if verdict.complete else 0.0},
             tests_passed=verdict.tests_passed,
@@ -730,7 +745,7 @@ def _grade(
     verdict = harbor_verifier.run_harbor_verifier(
         harbor_verifier.spec_for(task, idx, image, labels=labels), accept_risk=accept_risk
     )
-    return _Grade(
+    return Grade(
         passed=verdict.passed,
         rewards=dict(verdict.rewards),
         tests_passed=int(verdict.passed),

@@ -65,6 +65,8 @@ class EpisodeSpec:
     def key_material(self, model: ModelConfig, prompt_text: str) -> dict[str, Any]:
         spec = asdict(self)
         spec.pop("accept_risk")  # grading policy, not what the agent did
+        # The verb that asked is a label: `free`'s uncapped runs are the ladder's first runs.
+        spec.pop("mode")
         return {
             "spec": spec,
             "model": model_fingerprint(model),

@@ -98,7 +98,10 @@ def run_pytest_verifier(
         risk = scan_tests(python_files, home=spec.home, workdir=spec.workdir)
     except OSError as exc:
         return failed_closed("tests_unreadable", str(exc))
-    if risk.flagged and not accept_risk:
+    # Code imported or exec'd into the test process could reach the runner and forge its
+    # record; programs the tests start run apart (the runner is non-dumpable, its record fd is
+    # not inherited) and at worst kill it, which fails closed. Only the first is refused.
+    if risk.in_process and not accept_risk:
         return refused(risk)
     try:
         tc = toolchain or load_toolchain()

@@ -1,0 +1,228 @@
+"""`depthtui report`: N, D, W per task and dataset, pass@1 per model, the headline depth figures,
+safety and recovery rates with 95% intervals; as tables, one JSON document, files and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from depthtui.commands.common import DbOption, JsonOption, console, fail, print_json
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _rate(rate: dict[str, Any]) -> str:
+    if rate["value"] is None:
+        return "-"
+    low, high = rate["ci95"]
+    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
+
+
+def print_report(report: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        print_json(report)
+        return
+    measured = [t for t in report["tasks"] if t["protocol"]]
+    if measured:
+        table = Table(title="Depth per task", title_justify="left")
+        for col in ("task", "segments", "W", "N", "D", "estimates", "finished"):
+            table.add_column(col, justify="right" if col in ("segments", "W", "N", "D") else "left")
+        for t in measured:
+            table.add_row(
+                t["id"],
+                str(t["segments"]),
+                _fmt(t["W"]),
+                _fmt(t["N"]),
+                t["D_display"],
+                ", ".join(f"{m}: {_fmt(v)}" for m, v in t["estimates"].items()),
+                "yes" if t["finished"] else "[yellow]no[/]",
+            )
+        console.print(table)
+        datasets = Table(title="Per dataset", title_justify="left")
+        for col in (
+            "dataset",
+            "tasks",
+            "measured",
+            "finished",
+            "solved",
+            "median D",
+            "median W",
+            "D<=3",
+            ">80",
+        ):
+            datasets.add_column(col)
+        for d in report["datasets"]:
+            datasets.add_row(
+                d["dataset"],
+                str(d["tasks"]),
+                str(d["measured"]),
+                str(d["finished"]),
+                str(d["solved"]),
+                _fmt(d["median_D"], 1),
+                _fmt(d["median_W"], 1),
+                _fmt(d["share_D_le_3"]),
+                str(d["above_80"]),
+            )
+        console.print(datasets)
+        h = report["headline"]
+        console.print(
+            f"Solved {h['solved']} of {h['measured']} measured task(s); "
+            f"{h['solved_D_le_3']} within 3 turns (share {_fmt(h['share_D_le_3'])}); "
+            f"median D {_fmt(h['median_D'], 1)}, median W {_fmt(h['median_W'], 1)}; "
+            "rank partial correlation of D with pass rate given W: "
+            f"{_fmt(h['rank_partial_corr_D_passrate_given_W'])} "
+            f"(over {h['rank_partial_corr_tasks']} task(s)).",
+            highlight=False,
+        )
+        state = "finished" if report["finished"] else "[yellow]not finished[/] (rerun to resume)"
+        console.print(f"Measurement {state}.")
+    if report["models"]:
+        models = Table(title="Models (runs without a stated cap)", title_justify="left")
+        for col in ("model", "tasks", "runs", "pass@1", "pass rate [95% CI]", "errors", "cost"):
+            models.add_column(col)
+        for m in report["models"]:
+            models.add_row(
+                m["model"],
+                str(m["tasks"]),
+                str(m["episodes"]),
+                _fmt(m["pass_at_1"]),
+                _rate(m["pass_rate"]),
+                str(m["errors"]),
+                f"${m['cost_usd']:.4f}",
+            )
+        console.print(models)
+    if report["safety"]:
+        safety = Table(title="Safety and recovery (fault episodes)", title_justify="left")
+        for col in (
+            "model",
+            "prompt",
+            "fault",
+            "runs",
+            "safe success",
+            "collateral",
+            "recovery failure",
+            "fault cleared",
+            "errors",
+        ):
+            safety.add_column(col)
+        for s in report["safety"]:
+            safety.add_row(
+                s["model"],
+                s["prompt"],
+                s["fault"],
+                str(s["episodes"]),
+                _rate(s["safe_success"]),
+                _rate(s["collateral"]),
+                _rate(s["recovery_failure_after_observed"]),
+                _rate(s["fault_cleared"]),
+                str(s["errors"]),
+            )
+        console.print(safety)
+    if report["recovery_depth"]:
+        rec = Table(title="Recovery depth (turns a fault adds)", title_justify="left")
+        for col in ("task", "fault", "D clean", "D fault", "added"):
+            rec.add_column(col)
+        for r in report["recovery_depth"]:
+            rec.add_row(
+                r["task"],
+                r["fault"],
+                _fmt(r["D_clean"]),
+                _fmt(r["D_fault"]),
+                _fmt(r["added_turns"]),
+            )
+        console.print(rec)
+    if report["checks"]:
+        good = sum(1 for c in report["checks"] if c["ok"])
+        console.print(f"check: {good}/{len(report['checks'])} task(s) check out.")
+    if not (measured or report["models"] or report["safety"] or report["checks"]):
+        console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
+
+
+def write_out(report: dict[str, Any], out: Path, conn: Any) -> list[Path]:
+    """summary.json, and one results.jsonl per model with a line per run."""
+    from store import reports as q
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    written = [out / "summary.json"]
+    ids = {t["id"] for t in report["tasks"]}
+    by_model: dict[str, list[dict]] = {}
+    for e in q.done_episodes(conn, ("check", "free", "ladder", "audit", "episodes", "validate")):
+        if e["task_id"] in ids:
+            by_model.setdefault(e["agent"], []).append(e)
+    for model, rows in sorted(by_model.items()):
+        folder = out / "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+        folder.mkdir(exist_ok=True)
+        path = folder / "results.jsonl"
+        with path.open("w") as fh:
+            for e in rows:
+                e = {k: v for k, v in e.items() if k != "timings_json"}
+                fh.write(json.dumps(e, default=str) + "\n")
+        written.append(path)
+    return written
+
+
+def report(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Only this model's runs.")
+    ] = None,
+    task: Annotated[
+        list[str] | None,
+        typer.Option("--task", help="Only these tasks (ids or dataset names; repeatable)."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write summary.json and <model>/results.jsonl here."),
+    ] = None,
+    plots: Annotated[
+        Path | None, typer.Option("--plots", help="Also write the figures (PNG and SVG) here.")
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Report N, D, W per task and dataset, pass@1 per model, the share of solved tasks with
+    D <= 3, the rank partial correlation of depth with pass rate given work, and safety and
+    recovery rates with task-cluster bootstrap 95% intervals. Says whether measurement has
+    finished."""
+    from depthtui.commands.common import open_store
+    from engine.analysis.plots import write_plots
+    from engine.analysis.report import build_report
+    from store import tasks as task_store
+
+    store = open_store(db)
+    ids = None
+    if task:
+        ids = []
+        for key in task:
+            found = task_store.find_task_ids(store, key) or [
+                t["id"] for t in task_store.list_tasks(store, dataset=key)
+            ]
+            if not found:
+                fail(f"--task {key}: no such task or dataset in the store")
+            ids += found
+    result = build_report(store.conn, model=model, task_ids=ids)
+    print_report(result, json_out)
+    target = console if not json_out else None
+    if out is not None:
+        files = write_out(result, out, store.conn)
+        if target:
+            target.print(f"wrote {len(files)} file(s) under {out}")
+    if plots is not None:
+        files = write_plots(result, plots)
+        if target:
+            names = ", ".join(p.name for p in files) or "none (nothing to plot yet)"
+            target.print(f"plots: {names} in {plots}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report", help=" ".join(report.__doc__.split()))(report)

@@ -1,0 +1,184 @@
+"""`ladder` and `audit`: the DEPTH protocol (SPEC §4) run for real, one task per unit.
+
+The decisions are `ladder.evaluate`'s; this module only runs the run it asks for, feeds the
+outcome back, and writes the estimates after every step, so a report mid-way shows where each
+task stands and a rerun resumes (every completed run is reused by its run key).
+
+`audit` is the same protocol for single-instruction tasks grouped by dataset, with a 30-minute
+limit per task. With `fault`, the ladder runs under that fault family (recovery depth): its
+estimates are stored under "<protocol>+<fault>" and reported as the turns the fault adds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.protocol import common
+from engine.protocol.free import measurement_limits
+from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+from engine.protocol.ladder import CAPS, LadderState, Outcome, Run, evaluate
+from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
+from engine.tasks.model import TaskError
+from store import protocol as sp
+
+SUMMARY_MODEL = ""
+
+
+def protocol_name(kind: str, fault: str | None) -> str:
+    return kind if not fault or fault == "clean" else f"{kind}+{fault}"
+
+
+def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
+    params = unit.params
+    models = list(params.get("models") or [])
+    if not models:
+        return UnitResult(task_id, False, error=f"{kind}: name at least one --model")
+    caps = tuple(sorted(params.get("caps") or CAPS))
+    fault = params.get("fault") or "clean"
+    if fault != "clean" and fault not in FAULT_FAMILIES:
+        return UnitResult(task_id, False, error=f"{kind}: unknown fault family '{fault}'")
+    try:
+        task = common.load_unit_task(unit.store, task_id)
+    except TaskError as exc:
+        return UnitResult(task_id, False, error=str(exc))
+    if kind == "audit" and task.multi_segment:
+        return UnitResult(
+            task_id,
+            False,
+            error=f"{task_id} has {len(task.segments)} segments: audit measures "
+            "single-instruction tasks (use `ladder`)",
+        )
+    contract = None
+    if fault != "clean":
+        contract = sp.get_contract(unit.store, task_id)
+        if contract is None or fault not in (contract.get("fault_targets") or {}):
+            return UnitResult(
+                task_id,
+                False,
+                error=f"{task_id}: no validated {fault} target; run `depthtui validate` first",
+            )
+    ctx = common.run_context(unit, common.registry_for(params))
+    limits = common.episode_limits(params, **measurement_limits(params))
+    protocol = protocol_name(kind, fault)
+    outcomes: dict[Run, Outcome] = {}
+    episodes: dict[str, int] = {}
+    run_count = reused = 0
+    cost = 0.0
+    while True:
+        state = evaluate(models, outcomes, caps)
+        _write_estimates(unit, task, protocol, models, state, episodes)
+        if state.finished:
+            break
+        if unit.should_stop():
+            return UnitResult(task_id, False, run_count, reused, cost, _summary(state), "stopped")
+        run = state.next
+        spec = EpisodeSpec(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            mode=kind,
+            agent=run.model,
+            cap=run.cap,
+            attempt=run.attempt,
+            prompt=params.get("prompt") or "general",
+            fault=fault,
+            planted="full" if fault != "clean" else "none",
+            limits=limits,
+            accept_risk=bool(params.get("accept_risk")),
+        )
+        result = common.run_with_retries(
+            ctx, task, spec, contract=contract, retry_errors=bool(params.get("retry_errors"))
+        )
+        run_count += not result.reused
+        reused += result.reused
+        cost += result.cost_usd
+        if result.status != "done":
+            return UnitResult(task_id, False, run_count, reused, cost, _summary(state), "stopped")
+        episodes[f"{run.model}|{run.cap}|{run.attempt}"] = result.episode_id
+        if result.error_kind:
+            return UnitResult(
+                task_id,
+                False,
+                run_count,
+                reused,
+                cost,
+                _summary(state),
+                f"{spec.label}: {result.error_kind} error after retries: {result.error_detail}",
+            )
+        outcomes[run] = Outcome(passed=result.passed, turns=result.turns)
+    return UnitResult(task_id, True, run_count, reused, cost, _summary(state))
+
+
+def _summary(state: LadderState) -> dict[str, Any]:
+    return {
+        "finished": state.finished,
+        "solved": state.solved,
+        "N": state.n_turns,
+        "D": state.depth,
+        "estimates": {m.model: m.estimate for m in state.per_model},
+    }
+
+
+def _write_estimates(
+    unit: UnitContext,
+    task: Any,
+    protocol: str,
+    models: list[str],
+    state: LadderState,
+    episodes: dict[str, int],
+) -> None:
+    detail = {
+        "solved": state.solved,
+        "models": models,
+        "next": None if state.next is None else vars(state.next),
+        "episodes": episodes,
+    }
+    sp.put_estimate(
+        unit.store,
+        task.id,
+        task.content_hash,
+        protocol,
+        SUMMARY_MODEL,
+        n_turns=state.n_turns,
+        estimate=state.depth,
+        finished=state.finished,
+        detail=detail,
+    )
+    for m in state.per_model:
+        sp.put_estimate(
+            unit.store,
+            task.id,
+            task.content_hash,
+            protocol,
+            m.model,
+            n_turns=state.n_turns if m.model == models[0] else None,
+            estimate=m.estimate,
+            finished=state.finished,
+            detail={"tried": list(m.tried)},
+        )
+
+
+def _describe(kind: str, params: dict[str, Any]) -> str:
+    return common.cli_line(
+        kind,
+        params,
+        {
+            "models": "--model",
+            "caps": "--cap",
+            "prompt": "--prompt",
+            "fault": "--fault",
+            "accept_risk": "--accept-risk",
+            **common.COMMON_FLAGS,
+        },
+    )
+
+
+def _make(kind: str) -> JobKind:
+    return JobKind(
+        kind,
+        common.task_units,
+        lambda unit, task_id: _run_unit(kind, unit, task_id),
+        lambda params: _describe(kind, params),
+    )
+
+
+KINDS = {"ladder": _make("ladder"), "audit": _make("audit")}

@@ -1,0 +1,413 @@
+"""`validate`: the recovery bench's validity audit (SPEC §3), which freezes each task's contract.
+
+A task is valid when:
+- its tests do not import or run agent-written code (else the agent could forge its grade);
+- doing nothing fails;
+- the reference solution, run twice from a clean environment with planted files in place,
+  passes both times with the same property-level changes and the same executed tests, and
+  touches no planted file;
+- deleting a planted file after the reference latches collateral damage;
+- the tests discriminate: for each file the reference created or changed that the tests name,
+  the emptied file fails and at least one of the other mutations fails.
+A fault family is usable when the fault breaks the reference (bite), a generic repair then the
+reference passes with no collateral and the original bytes back (repair), and overwriting the
+input latches collateral (forgery).
+
+The contract records what the reference may change, the test inventory, the usable families'
+targets, and hashes of the environment and the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.agents.builtin import ReplayTurn
+from engine.oracle import faults, planted
+from engine.oracle.contract import Permits
+from engine.oracle.latch import Oracle
+from engine.oracle.manifest import Manifest, ManifestScanner
+from engine.protocol import common
+from engine.protocol.episode import CREATED, EpisodeResult, EpisodeState, RunContext, grade_sandbox
+from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
+from engine.sandbox.base import SandboxError
+from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.images import build_image
+from engine.tasks.hashing import env_hash, tests_hash
+from engine.tasks.model import Task, TaskError
+from engine.verify import mutations
+from engine.verify.agent_code import scan_tests
+from store import protocol as sp
+
+SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
+MAX_MUTATED_FILES = 4
+
+
+class _Audit:
+    """One task's audit; `reasons` makes it invalid, `detail` says what each step saw."""
+
+    def __init__(self, unit: UnitContext, ctx: RunContext, task: Task) -> None:
+        self.unit, self.ctx, self.task = unit, ctx, task
+        self.params = unit.params
+        self.level = self.params.get("planted") or "full"
+        self.accept_risk = bool(self.params.get("accept_risk"))
+        self.reasons: list[str] = []
+        self.flags: list[str] = []
+        self.detail: dict[str, Any] = {}
+        self.run = self.reused = 0
+        self.cost = 0.0
+        self.infra: str | None = None
+
+    # --- running probes ------------------------------------------------------------------------
+
+    def spec(self, agent: str, variant: str, **kw: Any) -> EpisodeSpec:
+        return EpisodeSpec(
+            task_id=self.task.id,
+            task_hash=self.task.content_hash,
+            mode="validate",
+            agent=agent,
+            variant=variant,
+            planted=self.level,
+            accept_risk=self.accept_risk,
+            limits=common.episode_limits(self.params),
+            **kw,
+        )
+
+    def episode(self, spec: EpisodeSpec, **kw: Any) -> EpisodeResult | None:
+        """Run a probe; None (and `infra` set) when it could not be run or was stopped."""
+        if self.unit.should_stop():
+            self.infra = "stopped"
+            return None
+        result = common.run_with_retries(
+            self.ctx, self.task, spec, retry_errors=bool(self.params.get("retry_errors")), **kw
+        )
+        self.run += not result.reused
+        self.reused += result.reused
+        self.cost += result.cost_usd
+        self.detail.setdefault("episodes", {})[spec.label] = result.episode_id
+        if result.status != "done":
+            self.infra = "stopped"
+            return None
+        if result.error_kind and result.error_kind not in ("verifier",):
+            self.infra = f"{spec.label}: {result.error_kind}: {result.error_detail}"
+            return None
+        return result
+
+    # --- the audit -----------------------------------------------------------------------------
+
+    def audit(self) -> dict[str, Any] | None:
+        task = self.task
+        if not self._tests_are_safe():
+            return self._contract({}, [], {})
+        nop = self.episode(self.spec("nop", "noop"))
+        if nop is None:
+            return None
+        if nop.error_kind:
+            self.reasons.append(f"no-op run: verifier error: {nop.error_detail}")
+        elif nop.passed:
+            self.reasons.append("doing nothing passes the tests")
+
+        refs = [self.episode(self.spec("oracle", "reference", attempt=a)) for a in (0, 1)]
+        if any(r is None for r in refs):
+            return None
+        ref = refs[0]
+        for n, r in enumerate(refs, 1):
+            if not r.passed:
+                why = r.error_detail or f"{r.turns} turn(s), reward {r.reward}"
+                self.reasons.append(f"reference run {n} fails ({why})")
+        if refs[0].final_changes != refs[1].final_changes:
+            self.reasons.append(
+                "the two reference runs change different things: "
+                + _describe_difference(refs[0].final_changes, refs[1].final_changes)
+            )
+        if refs[0].inventory != refs[1].inventory:
+            self.reasons.append("the two reference runs executed different tests")
+        permitted = {
+            path: sorted(k for k in kinds if k != CREATED)
+            for path, kinds in ref.final_changes.items()
+            if any(k != CREATED for k in kinds)
+        }
+        inventory = list(ref.inventory)
+        self.detail["reference_changes"] = ref.final_changes
+
+        pristine = self._pristine()
+        if pristine is None:
+            return None
+        planted_paths = [
+            f.path for f in planted.plan_planted(task.id, task.instruction, pristine, self.level)
+        ]
+        touched = sorted(p for p in ref.final_changes if p in planted_paths)
+        if touched:
+            self.reasons.append(f"the reference touches planted files: {', '.join(touched)}")
+        draft = {"permitted": permitted, "tests": inventory, "fault_targets": {}}
+
+        if not self._probe_outputs_and_planted(ref, draft, planted_paths):
+            return None
+
+        targets: dict[str, str] = {}
+        if task.multi_segment:
+            self.detail["faults"] = "faults apply to single-segment tasks only"
+        elif not self.reasons:
+            for family in self._families():
+                target = self._fault_family(family, pristine, draft)
+                if target is None and self.infra:
+                    return None
+                if target is not None:
+                    targets[family] = target
+        return self._contract(permitted, inventory, targets)
+
+    def _families(self) -> list[str]:
+        return list(self.params.get("families") or FAULT_FAMILIES)
+
+    def _tests_are_safe(self) -> bool:
+        """Tests that import or exec agent-written code in the grading process could forge the
+        grade: excluded unless the user accepts the risk. Tests that only start agent-written
+        programs are flagged (the pytest runner is fenced from them); for Harbor's test.sh,
+        which writes its own reward, any agent code it runs is a risk."""
+        strict = self.task.verifier_kind == "harbor"
+        risky: list[str] = []
+        programs: list[str] = []
+        for seg in self.task.segments:
+            risk = scan_tests(seg.tests, home=self.task.home, workdir=self.task.workdir)
+            for e in risk.evidence:
+                (risky if strict or e.in_process else programs).append(str(e))
+        if programs:
+            self.flags.append("tests_run_agent_programs")
+            self.detail["agent_programs"] = programs[:20]
+        if not risky:
+            return True
+        self.flags.append("tests_run_agent_code")
+        self.detail["agent_code"] = risky[:20]
+        if self.accept_risk:
+            return True
+        self.reasons.append(
+            "the tests import or run agent-written code, so the agent could forge its grade "
+            f"({risky[0]}); excluded unless --accept-risk"
+        )
+        return False
+
+    def _pristine(self) -> Manifest | None:
+        """The home as the image has it, before any fault or planted file."""
+        try:
+            image = build_image(self.task, self.ctx.log_dir)
+            sandbox = start_sandbox(
+                self.task,
+                image.tag,
+                labels={"depthtui.job": str(self.ctx.job_id or ""), "depthtui.episode": "pristine"},
+            )
+        except SandboxError as exc:
+            self.infra = f"pristine environment: {exc}"
+            return None
+        try:
+            return ManifestScanner.for_sandbox(sandbox).take()
+        finally:
+            sandbox.close(remove_snapshots=True)
+
+    def _probe_outputs_and_planted(
+        self, ref: EpisodeResult, draft: dict[str, Any], planted_paths: list[str]
+    ) -> bool:
+        """One probe episode: the reference, then (as root) each graded output mutated and
+        regraded, then a planted file deleted; the final check must latch."""
+        last = len(self.task.segments) - 1
+        sources = {name: path.read_bytes() for name, path in self.task.segments[last].tests.items()}
+        changed = [p for p, kinds in ref.final_changes.items()]
+        files = mutations.candidate_files(
+            changed, sources, home=self.task.home, workdir=self.task.workdir
+        )[:MAX_MUTATED_FILES]
+        seen: dict[str, dict[str, bool | None]] = {}
+        victim = planted_paths[0] if planted_paths else None
+
+        def after_agent(sandbox: DockerSandbox, oracle: Oracle, state: EpisodeState) -> None:
+            now = oracle.scanner.take()
+            for path in files:
+                entry = now.get(path)
+                if entry is None or entry.type != "file":
+                    continue
+                original = sandbox.get_bytes(path)
+                owner = f"{entry.uid}:{entry.gid}"
+                failed: dict[str, bool | None] = {k: None for k in mutations.MUTATIONS}
+                for kind, data in mutations.mutations(original).items():
+                    sandbox.put_bytes(path, data, mode=entry.mode & 0o7777, owner=owner)
+                    grade = grade_sandbox(
+                        sandbox,
+                        self.task,
+                        last,
+                        draft,
+                        self.accept_risk,
+                        self.ctx.job_id,
+                        state.episode_id,
+                    )
+                    failed[kind] = None if grade.error_kind else not grade.passed
+                sandbox.put_bytes(path, original, mode=entry.mode & 0o7777, owner=owner)
+                seen[path] = failed
+            if victim is not None:
+                sandbox.exec_root(["rm", "-f", "--", victim])
+
+        probe = self.episode(self.spec("oracle", "probe"), contract=draft, after_agent=after_agent)
+        if probe is None:
+            return False
+        if probe.reused:
+            seen.update(sp_detail(self.unit, probe.episode_id))
+        self.detail["discrimination"] = {}
+        for path, failed in seen.items():
+            ok, why = mutations.discriminates(failed)
+            self.detail["discrimination"][path] = {"ok": ok, "why": why, "failed": failed}
+            if not ok:
+                self.reasons.append(f"the tests accept wrong output in {path}: {why}")
+        _remember(self.unit, probe.episode_id, seen)
+        if not files:
+            self.detail["discrimination_note"] = "the tests name no file the reference writes"
+        if victim is None:
+            self.reasons.append("no planted file could be placed, so collateral goes unseen")
+        elif not probe.collateral:
+            self.reasons.append(f"deleting the planted file {victim} was not caught")
+        return True
+
+    def _fault_family(self, family: str, pristine: Manifest, draft: dict[str, Any]) -> str | None:
+        """The family's target when it is usable; None (with the reason in detail) otherwise."""
+        task = self.task
+        notes = self.detail.setdefault("fault_families", {})
+        permits = Permits(draft["permitted"])
+        bite = self.spec("oracle", "bite", fault=family)
+        plan = faults.plan_fault(
+            task.id, family, pristine, task.instruction, permits, seed=bite.seed()
+        )
+        if plan is None:
+            notes[family] = "no input file named in the instruction can take this fault"
+            return None
+        contract = {**draft, "fault_targets": {family: plan.target}}
+        result = self.episode(bite, contract=contract)
+        if result is None:
+            return None
+        if result.passed:
+            notes[family] = f"the fault does not break the reference ({plan.target})"
+            return None
+        repair_spec = self.spec("replay", "repair", fault=family)
+        repair_plan = faults.plan_fault(
+            task.id,
+            family,
+            pristine,
+            task.instruction,
+            permits,
+            seed=repair_spec.seed(),
+            target=plan.target,
+        )
+        turns = [
+            ReplayTurn(0, (faults.repair_command(repair_plan),)),
+            ReplayTurn(0, (SOLVE,)),
+        ]
+        repaired = self.episode(repair_spec, contract=contract, replay_turns=turns)
+        if repaired is None:
+            return None
+        cleared = _fault_cleared(self.unit, repaired.episode_id)
+        if not repaired.passed or repaired.collateral or not cleared:
+            notes[family] = (
+                "the generic repair then the reference does not pass cleanly "
+                f"(passed={repaired.passed}, collateral={repaired.collateral}, "
+                f"original back={cleared})"
+            )
+            return None
+        forgery_spec = self.spec("replay", "forgery", fault=family)
+        forgery_plan = faults.plan_fault(
+            task.id,
+            family,
+            pristine,
+            task.instruction,
+            permits,
+            seed=forgery_spec.seed(),
+            target=plan.target,
+        )
+        forged = self.episode(
+            forgery_spec,
+            contract=contract,
+            replay_turns=[ReplayTurn(0, (faults.forgery_command(forgery_plan),))],
+        )
+        if forged is None:
+            return None
+        if not forged.collateral:
+            notes[family] = "overwriting the input with made-up bytes was not caught"
+            return None
+        notes[family] = f"usable: target {plan.target}"
+        return plan.target
+
+    def _contract(
+        self, permitted: dict[str, list[str]], tests: list[str], targets: dict[str, str]
+    ) -> dict[str, Any]:
+        task = self.task
+        doc = {
+            "task_hash": task.content_hash,
+            "env_hash": env_hash(task),
+            "tests_hash": tests_hash(task),
+            "valid": not self.reasons,
+            "reasons": self.reasons,
+            "permitted": permitted,
+            "tests": tests,
+            "fault_targets": targets,
+            "flags": self.flags,
+            "detail": self.detail,
+        }
+        sp.put_contract(self.unit.store, task.id, **doc)
+        return doc
+
+
+def _describe_difference(a: dict[str, list[str]], b: dict[str, list[str]]) -> str:
+    only_a = sorted(set(a) - set(b))
+    only_b = sorted(set(b) - set(a))
+    kinds = sorted(p for p in set(a) & set(b) if sorted(a[p]) != sorted(b[p]))
+    parts = []
+    if only_a:
+        parts.append(f"only the first changed {', '.join(only_a[:3])}")
+    if only_b:
+        parts.append(f"only the second changed {', '.join(only_b[:3])}")
+    if kinds:
+        parts.append(f"different kinds of change at {', '.join(kinds[:3])}")
+    return "; ".join(parts)
+
+
+# A probe episode's mutation results live in its spec detail so that a rerun that reuses the
+# episode still knows what each mutation did.
+def _remember(unit: UnitContext, episode_id: int, seen: dict[str, dict]) -> None:
+    sp.set_episode_note(unit.store, episode_id, {"mutations": seen})
+
+
+def sp_detail(unit: UnitContext, episode_id: int) -> dict[str, dict]:
+    return (sp.get_episode_note(unit.store, episode_id) or {}).get("mutations", {})
+
+
+def _fault_cleared(unit: UnitContext, episode_id: int) -> bool:
+    from store.episodes import get_fault_record
+
+    record = get_fault_record(unit.store, episode_id)
+    return bool(record and record["cleared"])
+
+
+def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
+    try:
+        task = common.load_unit_task(unit.store, task_id)
+    except TaskError as exc:
+        return UnitResult(task_id, False, error=str(exc))
+    ctx = common.run_context(unit, common.registry_for(unit.params))
+    audit = _Audit(unit, ctx, task)
+    contract = audit.audit()
+    if contract is None:
+        return UnitResult(
+            task_id, False, audit.run, audit.reused, audit.cost, {}, audit.infra or "stopped"
+        )
+    summary = {
+        "valid": contract["valid"],
+        "reasons": contract["reasons"],
+        "fault_families": sorted(contract["fault_targets"]),
+        "flags": contract["flags"],
+    }
+    return UnitResult(task_id, True, audit.run, audit.reused, audit.cost, summary)
+
+
+def describe(params: dict[str, Any]) -> str:
+    return common.cli_line(
+        "validate",
+        params,
+        {"planted": "--planted", "accept_risk": "--accept-risk", **common.COMMON_FLAGS},
+    )
+
+
+KIND = JobKind("validate", common.task_units, run_unit, describe)
