@@ -12,6 +12,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -93,3 +94,9 @@ def screen_text(app) -> str:
     """What the terminal shows, as plain text lines."""
     strips = app.screen._compositor.render_strips()
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+@pytest.fixture
+def tui() -> SimpleNamespace:
+    """The helpers above, as a fixture (so test modules need not import this plugin module)."""
+    return SimpleNamespace(settle=settle, until=until, text=screen_text, size=SIZE)

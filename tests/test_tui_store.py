@@ -9,7 +9,8 @@ import pytest
 
 from store import jobs, queue, synthetic, triage, views
 from store.db import Store, open_reader
-from tests.fixtures_tui import landmarks, synthetic_db, synthetic_template  # noqa: F401
+
+pytest_plugins = ["tests.fixtures_tui"]
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_list_jobs_changed_since_returns_only_rows_that_can_differ(store: Store)
 # --------------------------------------------------------------------------- triage
 
 
-def test_queues_hold_each_kind_of_suspect(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_queues_hold_each_kind_of_suspect(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
     collateral = {i.episode_id: i for i in triage.queue_items(conn, "collateral")}
     assert landmarks.collateral in collateral
@@ -106,7 +107,7 @@ def test_queues_hold_each_kind_of_suspect(synthetic_db: Path, landmarks) -> None
     conn.close()
 
 
-def test_labels_and_notes_are_stored_and_replaced(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_labels_and_notes_are_stored_and_replaced(synthetic_db: Path, landmarks) -> None:
     with Store(synthetic_db) as store:
         triage.set_label(store, landmarks.collateral, "collateral", "needs_look", "check the diff")
         triage.set_label(store, landmarks.collateral, "collateral", "real")  # keeps the note
@@ -133,7 +134,7 @@ def test_fts_query_quotes_every_word() -> None:
     assert views.fts_query("   ") == ""
 
 
-def test_search_takes_metacharacters_literally(synthetic_db: Path) -> None:  # noqa: F811
+def test_search_takes_metacharacters_literally(synthetic_db: Path) -> None:
     conn = open_reader(synthetic_db)
     assert views.search(conn, 'AND OR NOT "unbalanced ( * :') == []
     hits = views.search(conn, "grep ERROR")
@@ -144,7 +145,7 @@ def test_search_takes_metacharacters_literally(synthetic_db: Path) -> None:  # n
     conn.close()
 
 
-def test_turn_marks_and_detail_of_a_long_episode(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_turn_marks_and_detail_of_a_long_episode(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
     marks = views.turn_marks(conn, landmarks.long)
     assert [m.idx for m in marks] == list(range(1, 151))
@@ -156,7 +157,7 @@ def test_turn_marks_and_detail_of_a_long_episode(synthetic_db: Path, landmarks) 
     conn.close()
 
 
-def test_collateral_turn_is_marked_and_its_diff_read(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_collateral_turn_is_marked_and_its_diff_read(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
     ep = views.episode(conn, landmarks.collateral)
     marked = [m for m in views.turn_marks(conn, landmarks.collateral) if m.collateral]
@@ -169,7 +170,7 @@ def test_collateral_turn_is_marked_and_its_diff_read(synthetic_db: Path, landmar
     conn.close()
 
 
-def test_ladder_grid_follows_the_protocol(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_ladder_grid_follows_the_protocol(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
     grid = views.ladder(conn, landmarks.ladder_task)
     first = grid.models[0]
@@ -188,7 +189,7 @@ def test_ladder_grid_follows_the_protocol(synthetic_db: Path, landmarks) -> None
     conn.close()
 
 
-def test_headline_and_reports(synthetic_db: Path) -> None:  # noqa: F811
+def test_headline_and_reports(synthetic_db: Path) -> None:
     conn = open_reader(synthetic_db)
     h = views.headline(conn)
     assert h.tasks == 12 and h.measured <= h.tasks
@@ -235,7 +236,7 @@ def test_bench_spec_reaches_exact_totals(tmp_path: Path) -> None:
     assert tuple(counts[0]) == (900, 12_000)
 
 
-def test_hostile_transcript_is_in_the_synthetic_store(synthetic_db: Path, landmarks) -> None:  # noqa: F811
+def test_hostile_transcript_is_in_the_synthetic_store(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
     detail = views.turn_detail(conn, landmarks.hostile, 2)
     assert detail.text_length == synthetic.HOSTILE_LINE_BYTES

@@ -21,17 +21,20 @@ class DataScreen(Screen[None]):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.loaded_version = -1
+        self.loaded_version = -1  # -1: widgets not set up yet, nothing to reload into
         self.loaded = asyncio.Event()  # set once the first load is on screen (tests, bench)
 
     def on_mount(self) -> None:
-        self.reload()
+        self.loaded_version = self.app.version
+        self.load()
 
     def on_screen_resume(self) -> None:
-        if self.is_mounted and self.loaded_version not in (-1, self.app.version):
-            self.reload()
+        self.reload()
 
     def reload(self) -> None:
+        """Load again if the store changed since the last load (and the screen is set up)."""
+        if self.loaded_version in (-1, self.app.version):
+            return
         self.loaded_version = self.app.version
         self.load()
 

@@ -103,7 +103,7 @@ class TriageScreen(DataScreen):
             self.queue = queue
             self.items = {}
             self.query_one("#triage", DataTable).clear()
-            self.reload()
+            self.load()
 
     @on(DataTable.RowHighlighted, "#triage")
     def _row(self, event: DataTable.RowHighlighted) -> None:

@@ -1,0 +1,566 @@
+"""Each screen's main flow, driven through Textual's Pilot on a real SQLite file.
+
+The store is `tui_db` (tests/fixtures_tui.py): the synthetic store, or a copy of any store named
+by $DEPTHTUI_TUI_STORE. The tests find what they need through the store's own queries, so they
+hold on either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.widgets import Collapsible, DataTable, Input, OptionList, Select
+
+from depthtui.app import DepthApp
+from depthtui.screens.dashboard import DashboardScreen
+from depthtui.screens.episode import EpisodeScreen
+from depthtui.screens.jobs import JobsScreen
+from depthtui.screens.launch import LaunchForm, LaunchScreen
+from depthtui.screens.output import OutputScreen
+from depthtui.screens.reports import ReportsScreen
+from depthtui.screens.search import SearchScreen
+from depthtui.screens.task_detail import TaskDetailScreen
+from depthtui.screens.tasks import TasksScreen
+from depthtui.screens.triage import TriageScreen
+from depthtui.widgets.ladder_grid import LadderGridView
+from depthtui.widgets.messages import OpenEpisode
+from depthtui.widgets.turn_view import TurnView
+from store import jobs, queue, triage, views
+from store.db import Store, open_reader
+
+pytest_plugins = ["tests.fixtures_tui"]
+
+
+def drive(tui, db: Path, flow: Callable[[DepthApp, object], Awaitable[None]]) -> None:
+    """Run `flow(app, pilot)` against a fresh app on `db`, polling the store every 0.1 s."""
+
+    async def main() -> None:
+        app = DepthApp(db, poll_seconds=0.1)
+        async with app.run_test(size=tui.size) as pilot:
+            await tui.settle(pilot)
+            await flow(app, pilot)
+
+    asyncio.run(main())
+
+
+def reader(db: Path):
+    return open_reader(db)
+
+
+async def type_into(pilot, widget: Input, text: str) -> None:
+    widget.focus()
+    await pilot.pause()
+    widget.value = ""
+    await pilot.press(*[{" ": "space"}.get(ch, ch) for ch in text])
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def test_dashboard_shows_datasets_figures_and_active_jobs(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    datasets = views.datasets(conn)
+    active = jobs.list_jobs(conn, active_only=True)
+    headline = views.headline(conn)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        assert isinstance(app.screen, DashboardScreen)
+        table = app.screen.query_one("#datasets", DataTable)
+        assert [str(k.value) for k in table.rows] == [d.dataset for d in datasets]
+        text = tui.text(app)
+        assert f"{headline.tasks:,}" in text and "median D" in text and "safe success" in text
+        for m in headline.models:
+            assert m.model in text
+        running = app.screen.query_one("#running-jobs", DataTable)
+        assert {str(k.value) for k in running.rows} == ({str(j.id) for j in active} or {"none"})
+        # enter on a dataset shows its tasks
+        table.focus()
+        table.move_cursor(row=len(datasets) - 1)
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        assert isinstance(app.screen, TasksScreen)
+        wanted = datasets[-1].dataset
+        assert await tui.until(
+            pilot, lambda: app.screen.query_one("#dataset-select", Select).value == wanted
+        )
+        await tui.settle(pilot)
+        ids = app.screen.visible_ids()
+        assert ids and all(
+            i in {r.id for r in views.task_rows(conn) if r.dataset == wanted} for i in ids
+        )
+
+    drive(tui, tui_db, flow)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def test_tasks_filter_sort_and_open(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    rows = views.task_rows(conn)
+    shallow = sorted(r.id for r in rows if r.d is not None and r.d <= 3)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        assert sorted(screen.visible_ids()) == sorted(r.id for r in rows)
+        await type_into(pilot, screen.query_one("#task-filter", Input), "d<=3")
+        await pilot.pause()
+        assert sorted(screen.visible_ids()) == shallow
+        # a malformed filter says what is wrong and keeps the last good list
+        await type_into(pilot, screen.query_one("#task-filter", Input), "w>lots")
+        await pilot.pause()
+        assert "filter 'w>lots': expected a whole number after 'w>'" in tui.text(app)
+        await type_into(pilot, screen.query_one("#task-filter", Input), "")
+        await pilot.pause()
+        # sort by W, largest first
+        table = screen.query_one("#tasks", DataTable)
+        table.focus()
+        screen.sort_key, screen.reverse = "work", True
+        screen._rebuild()
+        await pilot.pause()
+        works = [r.work or 0 for r in sorted(rows, key=lambda r: r.id)]
+        shown = [next(r.work or 0 for r in rows if r.id == i) for i in screen.visible_ids()]
+        assert shown == sorted(works, reverse=True)
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        assert isinstance(app.screen, TaskDetailScreen)
+        assert app.screen.task_id == screen.visible_ids()[0]
+        await pilot.press("escape")
+        assert app.screen is screen
+
+    drive(tui, tui_db, flow)
+
+
+# --------------------------------------------------------------------------- task detail
+
+
+def _ladder_task(conn) -> tuple[str, views.LadderGrid]:
+    for row in views.task_rows(conn):
+        grid = views.ladder(conn, row.id)
+        if any(cap is not None for (_m, cap) in grid.cells):
+            return row.id, grid
+    raise AssertionError("the store holds no ladder run")
+
+
+def test_task_detail_ladder_grid_opens_the_cell_run(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    task_id, grid = _ladder_task(conn)
+    detail = views.task_detail(conn, task_id)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        await type_into(pilot, app.screen.query_one("#task-filter", Input), task_id)
+        app.screen.query_one("#tasks", DataTable).focus()
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TaskDetailScreen)
+        view = screen.query_one(LadderGridView)
+        assert [str(k.value) for k in view.rows] == list(grid.models)
+        header = [str(c.label) for c in view.ordered_columns]
+        assert header == ["model", "1", "2", "3", "5", "10", "20", "40", "80", "free", "D"]
+        text = tui.text(app)
+        assert task_id in text and f"W {detail.work}" in text
+        # move to a capped cell with runs and press enter: its latest run opens
+        target = next(
+            (r, c)
+            for r in range(len(grid.models))
+            for c in range(1, len(grid.caps))
+            if view.runs_at(r, c)
+        )
+        episode_id = view.runs_at(*target)[-1]
+        view.focus()
+        view.move_cursor(row=target[0], column=target[1])
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        assert isinstance(app.screen, EpisodeScreen)
+        assert app.screen.episode_id == episode_id
+        await pilot.press("escape")
+        assert app.screen is screen
+        # the other tabs render the task's own files
+        for tab in ("tab-instruction", "tab-solution", "tab-tests", "tab-contract"):
+            screen.query_one("#task-tabs").active = tab
+            await pilot.pause()
+        assert "solve.sh" in str(screen.query_one("#solution").render()) or len(detail.segments) > 1
+
+    drive(tui, tui_db, flow)
+
+
+# --------------------------------------------------------------------------- episode replay
+
+
+def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    longest = views.find_episodes(conn, min_turns=3, limit=1)[0]
+    info = views.episode(conn, longest)
+    siblings = views.task_episode_ids(conn, info.task_id)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenEpisode(longest))
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, EpisodeScreen) and screen.turn == 1
+        turns = screen.query_one("#turn-list", OptionList)
+        assert turns.option_count == info.turns
+        await pilot.press("l", "l")
+        assert screen.turn == 3 and turns.highlighted == 2
+        await pilot.press("h")
+        assert screen.turn == 2
+        await pilot.press("G")
+        assert screen.turn == info.turns
+        assert screen.query_one("#turn-verdict").display  # the verdict closes the last turn
+        text = tui.text(app)
+        assert "Verdict" in text or screen.query_one(TurnView).max_scroll_y > 0
+        view = screen.query_one(TurnView)
+        before = view.scroll_y
+        await pilot.press("j", "j")
+        assert view.scroll_y >= before
+        await pilot.press("g")
+        assert screen.turn == 1
+        # reasoning is folded until asked for
+        reasoning = screen.query_one("#reasoning", Collapsible)
+        assert reasoning.collapsed
+        await pilot.press("r")
+        assert not reasoning.collapsed
+        # o opens the full output of the selected call, esc comes back
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, OutputScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and screen.turn == 1
+        # H/L walk the task's other episodes
+        position = siblings.index(longest)
+        await pilot.press("L" if position + 1 < len(siblings) else "H")
+        expected = (
+            siblings[position + 1] if position + 1 < len(siblings) else siblings[position - 1]
+        )
+        assert screen.episode_id == expected and screen.turn == 1
+        # clicking a turn in the list shows it
+        other = views.episode(conn, expected)
+        if other.turns >= 2:
+            turns = screen.query_one("#turn-list", OptionList)
+            turns.highlighted = 1
+            await pilot.pause()
+            assert screen.turn == 2
+
+    drive(tui, tui_db, flow)
+
+
+def test_replay_marks_collateral_and_shows_the_oracle_diff(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    item = triage.queue_items(conn, "collateral")[0]
+    marks = views.turn_marks(conn, item.episode_id)
+    turn = next((m.idx for m in marks if m.collateral), None)
+    events = views.turn_detail(conn, item.episode_id, turn).events if turn else ()
+    event = next((e for e in events if e.collateral), None)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenEpisode(item.episode_id))
+        await tui.settle(pilot)
+        screen = app.screen
+        option = screen.query_one("#turn-list", OptionList).get_option_at_index(turn - 1)
+        assert "■" in str(option.prompt)
+        screen.show_turn(turn)
+        await pilot.pause()
+        text = tui.text(app)
+        assert "COLLATERAL" in text and event.kind in text
+        assert event.path.rsplit("/", 1)[-1][:20] in text
+
+    if turn is not None and event is not None:
+        drive(tui, tui_db, flow)
+    else:  # a store whose collateral latched only at the final check
+        assert views.episode(conn, item.episode_id).collateral
+
+
+# --------------------------------------------------------------------------- search
+
+
+def test_search_finds_a_command_and_opens_its_turn(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    episode_id = views.find_episodes(conn, min_turns=2, limit=1)[0]
+    command = views.turn_detail(conn, episode_id, 1).calls[0].command
+    word = next(w for w in command.split() if w.isalnum())
+    hits = views.search(conn, word)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("slash")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        # metacharacters and FTS operators are searched for, never parsed
+        await type_into(pilot, screen.query_one("#search-input", Input), '"rm -rf" OR (')
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        assert "hits" in tui.text(app)
+        await type_into(pilot, screen.query_one("#search-input", Input), word)
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        table = screen.query_one("#hits", DataTable)
+        assert table.row_count == len(hits) > 0
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        replay = app.screen
+        assert isinstance(replay, EpisodeScreen)
+        first = screen.hits[0]
+        assert (replay.episode_id, replay.turn) == (first.episode_id, first.turn_idx)
+        assert await tui.until(pilot, lambda: bool(replay.hits))
+        assert first.turn_idx in replay.hits
+        more = [h for h in replay.hits if h > replay.turn]
+        await pilot.press("n")
+        assert replay.turn == (more[0] if more else first.turn_idx)
+        if more:
+            await pilot.press("N")
+            assert replay.turn == first.turn_idx
+
+    drive(tui, tui_db, flow)
+
+
+# --------------------------------------------------------------------------- triage
+
+
+def test_triage_labels_and_notes_survive_a_restart(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    collateral = triage.queue_items(conn, "collateral")
+    suspects = triage.queue_items(conn, "false_positive")
+    conn.close()
+
+    async def label(app: DepthApp, pilot) -> None:
+        await pilot.press("3")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TriageScreen)
+        table = screen.query_one("#triage", DataTable)
+        assert [int(str(k.value)) for k in table.rows] == [i.episode_id for i in collateral]
+        table.move_cursor(row=0)
+        await pilot.press("r")  # real; the cursor moves on to the next one
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press(*"looks", "space", *"fine", "enter")
+        await pilot.pause()
+        await pilot.press("right_square_bracket")  # the false-positive queue
+        await tui.settle(pilot)
+        assert screen.queue == "false_positive"
+        assert table.row_count == len(suspects)
+        table.move_cursor(row=0)
+        await pilot.press("p")
+
+    drive(tui, tui_db, label)
+    with Store(tui_db) as store:
+        labels = {(x.episode_id, x.queue): (x.label, x.note) for x in triage.list_labels(store)}
+    expected = {(collateral[0].episode_id, "collateral"): ("real", "")}
+    if len(collateral) > 1:
+        expected[(collateral[1].episode_id, "collateral")] = ("needs_look", "looks fine")
+    else:
+        expected[(collateral[0].episode_id, "collateral")] = ("real", "looks fine")
+    expected[(suspects[0].episode_id, "false_positive")] = ("false_positive", "")
+    assert labels == expected
+
+    async def reopen(app: DepthApp, pilot) -> None:
+        await pilot.press("3")
+        await tui.settle(pilot)
+        table = app.screen.query_one("#triage", DataTable)
+        for (episode_id, queue_name), (label, note) in expected.items():
+            if queue_name == "collateral":
+                cells = table.get_row(str(episode_id))
+                assert str(cells[1]) == {"real": "real", "needs_look": "needs a look"}[label]
+                assert str(cells[-1]) == note
+
+    drive(tui, tui_db, reopen)
+
+
+# --------------------------------------------------------------------------- launch and jobs
+
+
+def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    shallow = [r.id for r in views.task_rows(conn) if r.d is not None and r.d <= 3]
+    shallow.sort()
+    models = views.known_models(conn)[:2]
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        await type_into(pilot, app.screen.query_one("#task-filter", Input), "d<=3")
+        app.screen.query_one("#tasks", DataTable).focus()
+        await pilot.press("r")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        assert sorted(form.task_ids) == shallow
+        form.query_one("#mode", Select).value = "ladder"
+        await pilot.pause()
+        await type_into(pilot, form.query_one("#models", Input), ", ".join(models))
+        await type_into(pilot, form.query_one("#workers", Input), "3")
+        await type_into(pilot, form.query_one("#max-cost", Input), "2.5")
+        await type_into(pilot, form.query_one("#reserve", Input), "0.5")
+        await pilot.pause()
+        expected = LaunchForm(
+            tasks=form.task_ids, mode="ladder", models=tuple(models), workers=3, max_cost=2.5,
+            reserve=0.5,
+        )  # fmt: skip
+        preview = str(form.query_one("#cli-preview").render())
+        assert preview == expected.cli()
+        assert preview.startswith("depthtui ladder ") and preview.endswith(
+            "--workers 3 --max-cost 2.5 --reserve 0.5 --detach"
+        )
+        # a bad number blocks the submit and says why
+        await type_into(pilot, form.query_one("#workers", Input), "0")
+        await pilot.pause()
+        assert "workers: expected a whole number of at least 1, got '0'" in tui.text(app)
+        assert form.query_one("#submit").disabled
+        await type_into(pilot, form.query_one("#workers", Input), "3")
+        await pilot.press("ctrl+s")
+        await tui.settle(pilot)
+        assert isinstance(app.screen, JobsScreen)
+
+    drive(tui, tui_db, flow)
+    with Store(tui_db) as store:
+        job = jobs.list_jobs(store)[0]
+    assert job.kind == "ladder" and job.status == "queued"
+    assert job.params == {
+        "tasks": shallow,
+        "models": models,
+        "caps": list(views.CAPS),
+        "workers": 3,
+        "max_cost": 2.5,
+        "reserve": 0.5,
+    }
+    assert job.cli == LaunchForm(
+        tasks=tuple(shallow), mode="ladder", models=tuple(models), workers=3,
+        max_cost=2.5, reserve=0.5,
+    ).cli()  # fmt: skip
+
+
+def test_jobs_screen_cancels_pauses_and_resumes(tui, tui_db: Path) -> None:
+    with Store(tui_db) as store:
+        queued = jobs.submit_job(store, "check", {"tasks": ["x"]}, "depthtui check x --detach")
+        running = jobs.submit_job(store, "free", {"tasks": ["y"]}, "depthtui free y --detach")
+        assert queue.claim_job(store, running, "engine-host:42") is not None
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("4")
+        await tui.settle(pilot)
+        screen = app.screen
+        table = screen.query_one("#jobs", DataTable)
+        table.move_cursor(row=table.get_row_index(str(running)))
+        await pilot.press("p")
+        assert "(pausing)" in tui.text(app)
+        await pilot.press("u")
+        await pilot.press("c")
+        assert "(cancelling)" in tui.text(app)
+        table.move_cursor(row=table.get_row_index(str(queued)))
+        await pilot.press("c")
+        await pilot.pause()
+        assert screen.jobs[str(queued)].status == "cancelled"
+
+    drive(tui, tui_db, flow)
+    with Store(tui_db) as store:
+        assert jobs.get_job(store, queued).status == "cancelled"
+        r = jobs.get_job(store, running)
+        assert r.status == "running" and r.cancel_requested and not r.pause_requested
+
+
+# --------------------------------------------------------------------------- reports, help
+
+
+def test_reports_draw_the_plots_and_help_lists_the_keys(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    points = views.depth_points(conn)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("5")
+        await tui.settle(pilot)
+        assert isinstance(app.screen, ReportsScreen)
+        text = tui.text(app)
+        assert "Depth D against work W" in text and "W (lines, log scale)" in text
+        for dataset in {p.dataset for p in points}:
+            assert dataset in text
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query("HelpPanel")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert not app.screen.query("HelpPanel")
+
+    drive(tui, tui_db, flow)
+
+
+# --------------------------------------------------------------------------- live updates
+
+
+def test_live_rows_appear_without_moving_the_selection(tui, tui_db: Path) -> None:
+    from store import synthetic
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        table = app.screen.query_one("#tasks", DataTable)
+        table.focus()
+        table.move_cursor(row=min(3, table.row_count - 1))
+        await pilot.pause()
+        key, row, scroll = (
+            table.coordinate_to_cell_key(table.cursor_coordinate).row_key,
+            table.cursor_row,
+            table.scroll_y,
+        )
+        count = table.row_count
+        # another connection (an engine, a CLI import) writes new tasks and runs
+        with Store(app.db_path) as store:
+            spec = synthetic.SyntheticSpec(
+                datasets=("live-new",), tasks_per_dataset=2, hostile=False
+            )
+            synthetic.generate(store, spec)
+        assert await tui.until(pilot, lambda: table.row_count == count + 2)
+        assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key == key
+        assert (table.cursor_row, table.scroll_y) == (row, scroll)
+        assert {str(k.value) for k in list(table.rows)[-2:]} == {
+            "live-new/log-errors-001",
+            "live-new/csv-merge-002",
+        }
+
+    drive(tui, tui_db, flow)
+
+
+def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) -> None:
+    from store import episodes as recorder
+
+    with Store(tui_db) as store:
+        task_id = views.task_rows(store.conn)[0].id
+        episode_id = recorder.create_episode(
+            store, run_key="live-1", task_id=task_id, task_hash="h", mode="free", agent="qwen3-8b"
+        )
+        for idx in (1, 2):
+            call = {"idx": idx, "command": f"echo {idx}", "exit_code": 0}
+            turn = {"idx": idx, "text": f"turn {idx}"}
+            recorder.record_turn(store, episode_id, turn, [call], {idx: f"{idx}\n".encode()})
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenEpisode(episode_id))
+        await tui.settle(pilot)
+        screen = app.screen
+        assert "● live" in tui.text(app)
+        await pilot.press("l")
+        assert screen.turn == 2
+        turns = screen.query_one("#turn-list", OptionList)
+        await pilot.press("h")
+        with Store(app.db_path) as store:
+            recorder.record_turn(
+                store, episode_id, {"idx": 3, "text": "turn 3"},
+                [{"idx": 3, "command": "rm -rf /home/user/x", "exit_code": 1}],
+            )  # fmt: skip
+        assert await tui.until(pilot, lambda: turns.option_count == 3)
+        assert screen.turn == 1 and turns.highlighted == 0
+        with Store(app.db_path) as store:
+            recorder.finish_episode(store, episode_id, passed=0, end_reason="no_tool_call")
+        assert await tui.until(pilot, lambda: "● live" not in tui.text(app))
+        assert screen.turn == 1
+
+    drive(tui, tui_db, flow)
