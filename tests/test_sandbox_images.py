@@ -113,6 +113,23 @@ def test_unobtainable_from_image_is_substituted_with_a_warning(tmp_path: Path, m
     assert _run_in(result.tag, ["cat", "/etc/debian_version", "/made"]).startswith("12.")
 
 
+def test_a_substituted_base_looks_like_a_stock_image(tmp_path: Path, made: list) -> None:
+    # Endless Terminals Dockerfiles create the agent user themselves; on the substitute that
+    # must work as it does on ubuntu:22.04, which has no `user` account.
+    env = _context(
+        tmp_path / "t",
+        "FROM ubuntu:22.04\nRUN useradd -m -u 1000 -s /bin/bash user && pwd > /workdir\n"
+        "WORKDIR /home/user\n",
+        {},
+    )
+    task = _task("sandbox-test/stock-like", env)
+    made.append(task)
+    result = build_image(task, tmp_path / "logs", labels=TEST_LABELS)
+    assert result.warnings and "ubuntu:22.04" in result.warnings[0]
+    out = _run_in(result.tag, ["sh", "-c", "cat /workdir; id -u user; stat -c %U /home/user"])
+    assert out.split() == ["/", "1000", "user"]
+
+
 def test_a_failing_build_raises_with_the_log_tail(tmp_path: Path, made: list) -> None:
     env = _context(
         tmp_path / "t",

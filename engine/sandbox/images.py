@@ -162,6 +162,9 @@ def _pull(client: docker.DockerClient, ref: str) -> bool:
     return _have(client, ref)
 
 
+_DROP_USER = "userdel -r user >/dev/null 2>&1 || true"
+
+
 def _resolve_froms(
     client: docker.DockerClient, text: str, pull: bool
 ) -> tuple[str, list[str], list[str]]:
@@ -198,7 +201,10 @@ def _resolve_froms(
             substituted.append(ref)
             base_ids.append(client.api.inspect_image(BASE_IMAGE)["Id"])
             ending = "\n" if line.endswith("\n") else ""
-            lines[i] = f"{m.group(1)}{m.group(2)}{BASE_IMAGE}{m.group(4).rstrip()}{ending}"
+            lines[i] = f"{m.group(1)}{m.group(2)}{BASE_IMAGE}{m.group(4).rstrip()}\n"
+            # Look like the stock image asked for: no `user` account (a task that creates it
+            # would otherwise fail) and the root folder as working directory.
+            lines[i] += f"WORKDIR /\nRUN {_DROP_USER}{ending}"
         if stage:
             stages.add(stage.group(1).lower())
     return "".join(lines), base_ids, substituted
