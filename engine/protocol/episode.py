@@ -40,7 +40,7 @@ from engine.oracle.manifest import ManifestScanner
 from engine.protocol.kinds import ProgressEvent
 from engine.protocol.spec import EpisodeSpec
 from engine.sandbox.base import CallResult, SandboxError
-from engine.sandbox.containers import DockerSandbox, remove_image, start_sandbox
+from engine.sandbox.containers import DockerSandbox, start_sandbox
 from engine.sandbox.images import build_image
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
@@ -705,8 +705,7 @@ def grade_sandbox(
     try:
         return grade_snapshot(task, idx, image, contract, accept_risk, job_id, episode_id)
     finally:
-        if remove_image(sandbox.client, image) and image in sandbox.snapshots:
-            sandbox.snapshots.remove(image)
+        sandbox.remove_snapshot(image)
 
 
 def grade_snapshot(
