@@ -183,9 +183,13 @@ def run_episode(
 
     state = EpisodeState(claim.episode_id)
     ctx.progress(ProgressEvent(task.id, "start", state.episode_id, label, cap=spec.cap))
-    spec = replace(
-        spec, limits=spec.limits.with_model(model.max_total_tokens, model.max_completion_tokens)
-    )
+    # The stated cap and budget are enforced, not only told (the loop reads them from limits).
+    limits = spec.limits.with_model(model.max_total_tokens, model.max_completion_tokens)
+    if spec.cap is not None:
+        limits = replace(limits, turn_cap=spec.cap)
+    if spec.budget is not None:
+        limits = replace(limits, command_budget=spec.budget)
+    spec = replace(spec, limits=limits)
     runner = _Runner(ctx, task, spec, model_agent=None, state=state, contract=contract)
     try:
         try:
