@@ -288,6 +288,7 @@ class _Writer:
         self.clock = 0.0
         self.episode_count = 0
         self.turn_count = 0
+        self.first_cap_hit = 0
 
     def add(self, table: str, row: dict) -> None:
         self.rows.setdefault(table, []).append(row)
@@ -778,7 +779,11 @@ def _command(
     if turn <= len(tpl.explore) and k == 0:
         cmd, out = tpl.explore[turn - 1]
         return cmd, out, 0
-    lines = [ln for ln in tpl.solution.splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln
+        for ln in tpl.solution.splitlines()
+        if ln.strip() and not ln.startswith(("#", " ")) and not ln.endswith("\\")
+    ]
     cmd = lines[(turn + k) % len(lines)]
     roll = rng.random()
     if roll < 0.04:
@@ -864,7 +869,10 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
                     ok = False
                 turns = min(cap, max(1, (true or cap))) if ok else cap
                 reason = "error" if err else ("no_tool_call" if ok else "turn_cap")
-                _episode(
+                if reason == "turn_cap" and cap > 1 and rng.random() < 0.25:
+                    # stopped early believing it was done: a plain failure, not a cap hit
+                    reason, turns = "no_tool_call", rng.randint(1, cap - 1)
+                episode_id = _episode(
                     w,
                     task,
                     _Outcome(
@@ -879,6 +887,8 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
                         job_id=job,
                     ),
                 )
+                if reason == "turn_cap" and not w.first_cap_hit:
+                    w.first_cap_hit = episode_id
                 if ok:
                     break
             if ok:
@@ -976,15 +986,15 @@ def generate(
     say("ladders")
     for t in tasks:
         _ladder(w, t, ladder_job)
-    lm.ladder_task = next(
-        (
-            t.id
-            for t in tasks
-            if t.true_depth[spec.models[0]]
-            and sum(v is not None for v in t.true_depth.values()) >= 2
-        ),
-        tasks[0].id,
-    )
+    # The task whose ladder shows the most rungs: a deep one that two models or more can pass.
+    first = spec.models[0]
+    climbers = [
+        t
+        for t in tasks
+        if (t.true_depth[first] or 99) <= 40
+        and sum(v is not None for v in t.true_depth.values()) >= 2
+    ]
+    lm.ladder_task = max(climbers or tasks, key=lambda t: t.true_depth[first] or 0).id
 
     say("free runs")
     free_job = _job(
@@ -1033,7 +1043,7 @@ def generate(
 
     lm.passing = run(t0, True, 4, "no_tool_call", mode="free", agent=m0, budget=16)
     lm.failing = run(t0, False, 6, "no_tool_call", mode="free", agent=m1)
-    lm.cap_hit = run(t0, False, 3, "turn_cap", mode="ladder", agent=m1, cap=3)
+    lm.cap_hit = w.first_cap_hit  # a real rung of some ladder above
     lm.error = run(t0, False, 2, "error", error_kind="infrastructure", mode="free", agent=m2)
     lm.collateral = run(
         t0, True, 5, "no_tool_call", mode="episodes", agent=m0, collateral=True, budget=16

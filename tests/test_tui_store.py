@@ -137,11 +137,11 @@ def test_fts_query_quotes_every_word() -> None:
 def test_search_takes_metacharacters_literally(synthetic_db: Path) -> None:
     conn = open_reader(synthetic_db)
     assert views.search(conn, 'AND OR NOT "unbalanced ( * :') == []
-    hits = views.search(conn, "grep ERROR")
+    hits = views.search(conn, "ERROR card")
     assert hits and all(h.kind in ("turn", "call") for h in hits)
     assert all(views.HIT_START in h.snippet for h in hits)
     first = hits[0]
-    assert first.turn_idx in views.search_turns(conn, "grep ERROR", first.episode_id)
+    assert first.turn_idx in views.search_turns(conn, "ERROR card", first.episode_id)
     conn.close()
 
 
@@ -172,6 +172,7 @@ def test_collateral_turn_is_marked_and_its_diff_read(synthetic_db: Path, landmar
 
 def test_ladder_grid_follows_the_protocol(synthetic_db: Path, landmarks) -> None:
     conn = open_reader(synthetic_db)
+    assert views.episode(conn, landmarks.cap_hit).outcome == "cap"
     grid = views.ladder(conn, landmarks.ladder_task)
     first = grid.models[0]
     assert grid.caps[-1] is None  # the uncapped column

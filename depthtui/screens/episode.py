@@ -21,6 +21,7 @@ from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
 from store import views
 
+PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
 MARK_COLLATERAL = ("■", "bold red")
 MARK_FAULT = ("◆", "bold yellow")
 MARK_ERROR = ("!", "bold magenta")
@@ -42,9 +43,7 @@ def turn_prompt(mark: views.TurnMark, hit: bool) -> Text:
     for on_, (glyph, style) in flags:
         text.append(glyph if on_ else " ", style=style)
     text.append(" ")
-    text.append_text(safe_text(mark.preview, 40))
-    text.no_wrap = True
-    text.overflow = "ellipsis"
+    text.append_text(safe_text(mark.preview, PREVIEW_CHARS))
     return text
 
 
@@ -60,6 +59,8 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
         ("  turns ", "dim"), str(ep.turns), ("  calls ", "dim"), str(ep.calls),
         ("  cost ", "dim"), f"${ep.cost_usd:.4f}",
     )  # fmt: skip
+    if ep.collateral:
+        text.append("  ■ collateral", style="bold red")
     if ep.status == "running":
         text.append("  ● live", style="bold cyan")
     return text

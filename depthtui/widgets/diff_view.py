@@ -40,7 +40,11 @@ def event_block(event: OracleEvent) -> RenderableType:
     parts: list[RenderableType] = [title]
     if event.detail:
         parts.append(safe_text(event.detail, 500, "dim"))
-    keys = [k for k in PROPERTIES if _value(event.before, k) or _value(event.after, k)]
+    keys = [
+        k
+        for k in PROPERTIES
+        if any(p and p.get(k) is not None for p in (event.before, event.after))
+    ]
     if keys:
         table = Table(box=None, show_header=True, padding=(0, 2), header_style="dim")
         table.add_column("")
