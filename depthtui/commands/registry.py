@@ -17,6 +17,7 @@ GROUPS = [
     "depthtui.commands.triage",
     "depthtui.commands.run",
     "depthtui.commands.report",
+    "depthtui.commands.exports",
     "depthtui.commands.doctor",
     "depthtui.commands.sandbox",
 ]

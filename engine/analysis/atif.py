@@ -164,6 +164,8 @@ def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
         "session_id": str(doc.get("session_id", "")),
         "agent_name": str(agent.get("name", "")),
         "model": str(agent.get("model_name", "") or ""),
+        # depthtui's own exports name the registry entry that ran (model_name is the model id).
+        "agent": str((agent.get("extra") or {}).get("agent") or ""),
         "system": "",
         "segments": [],
         "turns": [],

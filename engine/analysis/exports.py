@@ -354,7 +354,7 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
         task_id=task_id,
         task_hash=task_hash,
         mode="imported",
-        agent=model or parsed["agent_name"] or "imported",
+        agent=parsed["agent"] or model or parsed["agent_name"] or "imported",
         model_id=model,
         prompt_name="imported",
         prompt_text=parsed["system"],
