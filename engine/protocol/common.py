@@ -92,7 +92,9 @@ def run_context(unit: UnitContext, registry: Registry) -> RunContext:
         owner=unit.owner,
         job_id=unit.job_id,
         log_dir=base.parent / "build-logs",
-        should_stop=unit.should_stop,
+        # Inside an episode only an abort (cancel, pause, shutdown) ends it: the stop file and
+        # the cost limits stop new runs (the units check between runs), never a run in flight.
+        should_stop=unit.should_abort,
         progress=unit.progress,
         add_cost=unit.add_cost,
     )

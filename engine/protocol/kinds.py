@@ -52,6 +52,10 @@ class UnitContext(Protocol):
         """A reason to start no new episode (cancelled, paused, stop file, cost limit), or None."""
         ...
 
+    def should_abort(self) -> str | None:
+        """A reason to end the episodes in flight too (cancelled, paused, shutdown), or None."""
+        ...
+
     def progress(self, event: ProgressEvent) -> None: ...
 
     def add_cost(self, usd: float) -> None:
