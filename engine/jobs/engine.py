@@ -173,14 +173,21 @@ class Engine:
 
     def _heartbeat(self) -> None:
         assert self.store is not None
+        failing = False  # log a failing store once, and its recovery, not every beat
         while not self._closed:
             try:
                 status = heartbeat_engine(self.store, self.owner, self.job_id)
             except StoreError as exc:
                 if self._closed:
                     return
-                log.error("engine heartbeat failed: %s", exc)
+                if not failing:
+                    log.error("engine heartbeat failed: %s", exc)
+                failing = True
                 status = "running"
+            else:
+                if failing:
+                    log.info("engine heartbeat recorded again")
+                failing = False
             if status != "running" and not self.stop_event.is_set():
                 # `depthtui engine stop` from another host can only say so in the store.
                 log.info("asked to stop (the engine row says %s)", status)
