@@ -15,8 +15,13 @@ def _rows(conn: sqlite3.Connection, sql: str, params: Iterable = ()) -> list[dic
 
 
 def tasks(conn: sqlite3.Connection, task_ids: list[str] | None = None) -> list[dict]:
-    sql = "SELECT id, dataset, name, format, segments, work, content_hash, task_json FROM tasks"
-    rows = _rows(conn, sql + " ORDER BY dataset, id")
+    # The dataset's group (dataset.toml's `group`) is what the plots' reference lines are over.
+    sql = (
+        "SELECT t.id, t.dataset, t.name, t.format, t.segments, t.work, t.content_hash, "
+        "t.task_json, d.group_name AS dataset_group "
+        "FROM tasks t LEFT JOIN datasets d ON d.name = t.dataset"
+    )
+    rows = _rows(conn, sql + " ORDER BY t.dataset, t.id")
     for row in rows:
         row["metadata"] = json.loads(row.pop("task_json") or "{}").get("metadata", {})
     if task_ids is not None:
