@@ -3,8 +3,12 @@ real episode runner, on demo tasks. `check` runs an oracle and a nop episode per
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -12,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.agents.scripted_server import ScriptedServer, calls, text
+from engine.protocol.common import DEFAULT_TRIES
 from engine.protocol.registry import get_kind
 from engine.tasks.importing import import_paths
 from store.db import Store
@@ -28,6 +34,7 @@ from tests.fixtures_jobs import (
 )
 
 TASKS = ("error-count", "csv-to-json")
+DEPTHTUI = str(Path(sys.executable).with_name("depthtui"))
 EXPECTED = Counter({(f"demo/{t}", a): 1 for t in TASKS for a in ("oracle", "nop")})
 
 
@@ -164,3 +171,141 @@ def test_no_docker_engine_leaves_the_job_queued(setup) -> None:
     assert rows(path, "SELECT 1 FROM episodes") == []
     engine.send_signal(signal.SIGTERM)
     assert engine.wait(60) == 0
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def models_file(path: Path, name: str, base_url: str, model_id: str = "m") -> Path:
+    file = path.parent / "models.toml"
+    file.write_text(f'[models.{name}]\nbase_url = "{base_url}"\nmodel = "{model_id}"\n')
+    return file
+
+
+def submit_free(path: Path, task: str, model: str, models: Path) -> int:
+    params = {"tasks": [task], "models": [model], "models_file": str(models), "attempts": 1}
+    with Store(path) as store:
+        return submit_job(store, "free", params, get_kind("free").describe(params))
+
+
+@pytest.mark.slow  # the agent's own policy waits between attempts: minutes, by design
+def test_model_endpoint_down_records_infrastructure_errors_and_does_not_spin(setup) -> None:
+    path, procs = setup
+    models = models_file(path, "down", f"http://127.0.0.1:{closed_port()}/v1")
+    job_id = submit_free(path, f"demo/{TASKS[0]}", "down", models)
+    engine = spawn_engine(path, toy=False)
+    procs.append(engine)
+    wait_for(lambda: status(path, job_id) not in ("queued", "running"), timeout=600)
+    with Store(path) as store:
+        job = get_job(store, job_id)
+    assert job.status == "failed"
+    assert f"demo/{TASKS[0]}" in job.message and "down #1" in job.message
+    eps = rows(path, "SELECT status, error_kind, error_detail, turns FROM episodes")
+    # Bounded retries: a first try and the retries the policy allows, each recorded as an error
+    # of the infrastructure (never as the model failing), and then the job stops.
+    assert len(eps) == DEFAULT_TRIES
+    assert all(e["status"] == "done" and e["error_kind"] for e in eps)
+    assert all(e["error_kind"] not in ("", None) for e in eps)
+    assert rows(path, "SELECT 1 FROM episodes WHERE passed = 1") == []
+    # The engine stays up and idle: the job is not picked up again.
+    assert engine.poll() is None
+    assert status(path, job_id) == "failed"
+    assert owned_by([owner_of(engine)]) == []
+
+
+def docker_top(ids: list[str]) -> str:
+    """The processes of the given containers, as `docker top` lists them."""
+    out = [subprocess.run(["docker", "top", i], capture_output=True, text=True).stdout for i in ids]
+    return "\n".join(out)
+
+
+def test_cancel_during_a_turn_stops_the_job_and_leaves_no_container(setup) -> None:
+    path, procs = setup
+    # The model's first reply runs a command that would take ten minutes.
+    with ScriptedServer([calls("sleep 600"), text("done")]) as server:
+        models = models_file(path, "slow", server.base_url, server.model)
+        job_id = submit_free(path, f"demo/{TASKS[0]}", "slow", models)
+        engine = spawn_engine(path, toy=False)
+        procs.append(engine)
+        owner = owner_of(engine)
+        wait_for(lambda: server.requests, timeout=300)
+        wait_for(lambda: "sleep 600" in docker_top(owned_by([owner])), timeout=120)
+        done = subprocess.run(
+            [DEPTHTUI, "jobs", "cancel", str(job_id), "--db", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for(lambda: status(path, job_id) == "cancelled", timeout=120)
+    with Store(path) as store:
+        job = get_job(store, job_id)
+    assert job.message.startswith("cancelled (requested)")
+    eps = rows(path, "SELECT status FROM episodes")
+    assert eps and all(e["status"] == "interrupted" for e in eps)
+    assert owned_by([owner]) == []
+    assert engine.poll() is None  # the engine carries on with the next job
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 2 MiB tmpfs for the store (needs root, as CI and the dev machine have)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_check_job_cleanly_and_keeps_earlier_rows(
+    setup, small_disk: Path, tmp_path: Path
+) -> None:
+    source, procs = setup
+    path = small_disk / "depthtui.db"
+    shutil.copy(source, path)
+    job_id = submit_check(path, [f"demo/{t}" for t in TASKS])
+    tasks_before = rows(path, "SELECT id, content_hash, task_json FROM tasks ORDER BY id")
+    # Leave about 600 KiB free: enough to start the job, not enough to record its episodes.
+    filler = small_disk / "filler"
+    stat = os.statvfs(small_disk)
+    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 600 * 1024))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    engine = spawn_engine(path, log_dir=logs, toy=False)
+    procs.append(engine)
+    log = wait_for(lambda: next(logs.glob("*.log"), None))
+    # The job's end is recorded at once, or (when even that write finds no room) later.
+    wait_for(
+        lambda: "could not record its end" in log.read_text() or status(path, job_id) == "failed",
+        timeout=600,
+    )
+    assert "the disk is full" in log.read_text()
+    assert engine.poll() is None  # the engine carries on (backing off), it does not crash
+
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert reader.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finished = reader.execute(
+        "SELECT e.id, e.run_key, e.passed, count(t.id) FROM episodes e "
+        "LEFT JOIN turns t ON t.episode_id = e.id WHERE e.status = 'done' GROUP BY e.id"
+    ).fetchall()
+    reader.close()
+    assert rows(path, "SELECT id, content_hash, task_json FROM tasks ORDER BY id") == tasks_before
+    assert owned_by([owner_of(engine)]) == []  # the episodes' containers went anyway
+
+    filler.unlink()  # room again: a failure the engine could not write before is recorded now
+    wait_for(lambda: status(path, job_id) == "failed", timeout=300)
+    with Store(path) as store:
+        assert "the disk is full" in get_job(store, job_id).message
+    assert rows(path, "SELECT 1 FROM episodes WHERE status = 'running'") == []
+    assert rows(path, "SELECT id, content_hash, task_json FROM tasks ORDER BY id") == tasks_before
+    # Episodes finished before the disk filled are there, whole (with their turns).
+    after = rows(
+        path,
+        "SELECT e.id, e.run_key, e.passed, count(t.id) AS n FROM episodes e "
+        "LEFT JOIN turns t ON t.episode_id = e.id WHERE e.status = 'done' GROUP BY e.id",
+    )
+    assert [tuple(r.values()) for r in after] == finished
