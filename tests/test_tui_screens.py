@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from textual.widgets import Collapsible, DataTable, Input, OptionList, Select
+from textual.widgets import Collapsible, DataTable, Input, Select
 
 from depthtui.app import DepthApp
 from depthtui.screens.dashboard import DashboardScreen
@@ -207,10 +207,10 @@ def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Pat
         await tui.settle(pilot)
         screen = app.screen
         assert isinstance(screen, EpisodeScreen) and screen.turn == 1
-        turns = screen.query_one("#turn-list", OptionList)
-        assert turns.option_count == info.turns
+        turns = screen.query_one("#turn-list", DataTable)
+        assert turns.row_count == info.turns
         await pilot.press("l", "l")
-        assert screen.turn == 3 and turns.highlighted == 2
+        assert screen.turn == 3 and turns.cursor_row == 2
         await pilot.press("h")
         assert screen.turn == 2
         await pilot.press("G")
@@ -246,8 +246,8 @@ def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Pat
         # clicking a turn in the list shows it
         other = views.episode(conn, expected)
         if other.turns >= 2:
-            turns = screen.query_one("#turn-list", OptionList)
-            turns.highlighted = 1
+            turns = screen.query_one("#turn-list", DataTable)
+            turns.move_cursor(row=1)
             await pilot.pause()
             assert screen.turn == 2
 
@@ -266,8 +266,8 @@ def test_replay_marks_collateral_and_shows_the_oracle_diff(tui, tui_db: Path) ->
         app.post_message(OpenEpisode(item.episode_id))
         await tui.settle(pilot)
         screen = app.screen
-        option = screen.query_one("#turn-list", OptionList).get_option_at_index(turn - 1)
-        assert "■" in str(option.prompt)
+        row = screen.query_one("#turn-list", DataTable).get_row_at(turn - 1)
+        assert "■" in str(row[0])
         screen.show_turn(turn)
         await pilot.pause()
         text = tui.text(app)
@@ -549,15 +549,15 @@ def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) 
         assert "● live" in tui.text(app)
         await pilot.press("l")
         assert screen.turn == 2
-        turns = screen.query_one("#turn-list", OptionList)
+        turns = screen.query_one("#turn-list", DataTable)
         await pilot.press("h")
         with Store(app.db_path) as store:
             recorder.record_turn(
                 store, episode_id, {"idx": 3, "text": "turn 3"},
                 [{"idx": 3, "command": "rm -rf /home/user/x", "exit_code": 1}],
             )  # fmt: skip
-        assert await tui.until(pilot, lambda: turns.option_count == 3)
-        assert screen.turn == 1 and turns.highlighted == 0
+        assert await tui.until(pilot, lambda: turns.row_count == 3)
+        assert screen.turn == 1 and turns.cursor_row == 0
         with Store(app.db_path) as store:
             recorder.finish_episode(store, episode_id, passed=0, end_reason="no_tool_call")
         assert await tui.until(pilot, lambda: "● live" not in tui.text(app))

@@ -12,8 +12,8 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
@@ -21,6 +21,7 @@ from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
 from store import views
 
+TURN_LIST_WIDTH = 40
 PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
 MARK_COLLATERAL = ("■", "bold red")
 MARK_FAULT = ("◆", "bold yellow")
@@ -108,13 +109,15 @@ class EpisodeScreen(DataScreen):
         yield Header()
         yield Static(id="episode-head")
         with Horizontal(id="replay"):
-            yield OptionList(id="turn-list")
+            yield DataTable(id="turn-list", cursor_type="row", show_header=False)
             yield TurnView(id="turn-view")
         yield Static(LEGEND, id="replay-legend")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#turn-list", OptionList).focus()
+        turn_list = self.query_one("#turn-list", DataTable)
+        turn_list.add_column("turn", key="turn", width=TURN_LIST_WIDTH)
+        turn_list.focus()
 
     # ------------------------------------------------------------------ loading
 
@@ -139,8 +142,10 @@ class EpisodeScreen(DataScreen):
         self.marks = views.turn_marks(conn, episode_id)
         self.hits = []
         self._verdict = None
-        turn_list = self.query_one("#turn-list", OptionList)
-        turn_list.set_options([Option(turn_prompt(m, False), id=str(m.idx)) for m in self.marks])
+        turn_list = self.query_one("#turn-list", DataTable)
+        turn_list.clear()
+        # a table draws only the rows on screen: a 150-turn list costs what 35 rows cost
+        turn_list.add_rows([turn_prompt(m, False)] for m in self.marks)
         self._show_head()
         self.show_turn(min(max(1, turn), max(1, len(self.marks))), force=True)
         if self.search_text:
@@ -164,17 +169,17 @@ class EpisodeScreen(DataScreen):
         if not changed:
             return
         self._show_head()
-        turn_list = self.query_one("#turn-list", OptionList)
+        turn_list = self.query_one("#turn-list", DataTable)
         last = self.marks[-1].idx if self.marks else 0
         fresh = views.turn_marks(conn, self.episode_id, after=max(0, last - 1))
         for m in fresh:
             hit = m.idx in self.hits
             if m.idx <= last:
                 self.marks[m.idx - 1] = m
-                turn_list.replace_option_prompt(str(m.idx), turn_prompt(m, hit))
+                turn_list.update_cell_at(Coordinate(m.idx - 1, 0), turn_prompt(m, hit))
             else:
                 self.marks.append(m)
-                turn_list.add_option(Option(turn_prompt(m, hit), id=str(m.idx)))
+                turn_list.add_row(turn_prompt(m, hit))
         self._verdict = None
         if self.turn >= last - 1:
             self.show_turn(self.turn, force=True)
@@ -189,10 +194,12 @@ class EpisodeScreen(DataScreen):
         if episode_id != self.episode_id:
             return
         self.hits = hits
-        turn_list = self.query_one("#turn-list", OptionList)
+        turn_list = self.query_one("#turn-list", DataTable)
         for idx in hits:
             if 1 <= idx <= len(self.marks):
-                turn_list.replace_option_prompt(str(idx), turn_prompt(self.marks[idx - 1], True))
+                turn_list.update_cell_at(
+                    Coordinate(idx - 1, 0), turn_prompt(self.marks[idx - 1], True)
+                )
 
     def verdict(self) -> Verdict:
         if self._verdict is None:
@@ -230,15 +237,19 @@ class EpisodeScreen(DataScreen):
             view.show(self.info, detail, self.selected_call, verdict)
             if not force:
                 view.scroll_home(animate=False)
-        turn_list = self.query_one("#turn-list", OptionList)
-        if last and turn_list.highlighted != idx - 1:
-            turn_list.highlighted = idx - 1
+        turn_list = self.query_one("#turn-list", DataTable)
+        if last and turn_list.cursor_row != idx - 1:
+            turn_list.move_cursor(row=idx - 1, animate=False)
 
-    @on(OptionList.OptionHighlighted, "#turn-list")
-    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+    @on(DataTable.RowHighlighted, "#turn-list")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        if event.option.id is not None:
-            self.show_turn(int(event.option.id))
+        # A highlight from an earlier move (the cursor has moved on since) is stale: acting on
+        # it would step back to where the user no longer is.
+        if event.cursor_row != event.data_table.cursor_row:
+            return
+        if 0 <= event.cursor_row < len(self.marks):
+            self.show_turn(event.cursor_row + 1)
 
     # ------------------------------------------------------------------ actions
 

@@ -1,0 +1,270 @@
+"""`depthtui bench tui`: how fast the TUI is on a big store, and how much memory it takes.
+
+A store of 10,000 episodes and 200,000 turns is generated (store/synthetic.py); then a child
+process runs the real app headless under Textual's Pilot at 120x40 and times:
+
+- first paint of the dashboard: from creating the app to its data composited on screen;
+- first paint of the tasks screen: from the `2` key to its table composited;
+- opening an episode of 150 turns: from the open request to its first turn composited (the
+  median of several 150-turn episodes opened in turn, and the first one on its own);
+- one step (`l`): from the key event to the next turn composited;
+- peak RSS of that child (resource.getrusage), beside its RSS right after importing Textual.
+
+Each time has a same-run baseline: the raw SQL fetch of the same rows on a fresh read-only
+connection. "Composited" means the screen's compositor has rendered the changed widgets
+(headless: the final write to a terminal is the only thing skipped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+EPISODES = 10_000
+TURNS = 200_000
+STEPS = 60
+OPENS = 5
+SIZE = (120, 40)
+TARGETS = {"first_paint_s": 1.0, "episode_open_s": 0.3, "step_ms": 50.0, "peak_rss_mb": 300.0}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+def _current_rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return _peak_rss_mb()
+
+
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(f"bench tui: {message}", file=sys.stderr, flush=True)
+
+
+def measure(progress: bool = True, episodes: int = EPISODES, turns: int = TURNS) -> dict:
+    """Generate the store, run the app in a child process, and return the figures."""
+    from store import synthetic
+    from store.db import Store
+
+    with tempfile.TemporaryDirectory(prefix="depthtui-bench-tui-") as tmp:
+        db = Path(tmp) / "bench.db"
+        _say(progress, f"generating a store of {episodes:,} episodes and {turns:,} turns")
+        started = time.perf_counter()
+        with Store(db) as store:
+            marks = synthetic.generate(
+                store,
+                synthetic.bench_spec(episodes, turns),
+                progress=(lambda m: _say(progress, f"  {m}")) if progress else None,
+            )
+        generate_s = time.perf_counter() - started
+        size_mb = db.stat().st_size / 1e6
+        _say(progress, f"store ready in {generate_s:.1f} s ({size_mb:.0f} MB); running the app")
+        child = subprocess.run(
+            [sys.executable, "-m", "depthtui.bench_tui", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"bench tui: the app run failed:\n{child.stderr[-4000:]}")
+        result = json.loads(child.stdout)
+    result.update(
+        episodes=marks.episodes,
+        turns=marks.turns,
+        store_mb=round(size_mb, 1),
+        generate_s=round(generate_s, 2),
+        targets=TARGETS,
+    )
+    result["within_targets"] = {k: result[k] < v for k, v in TARGETS.items()}
+    return result
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _raw(fn, *args) -> float:
+    """Seconds for the raw SQL behind a screen, on a fresh connection (the baseline)."""
+    from store.db import open_reader
+
+    conn = open_reader(args[0])
+    try:
+        started = time.perf_counter()
+        fn(conn, *args[1:])
+        return time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+async def _composited(pilot) -> None:
+    """Let every widget process what is queued, then composite the screen now."""
+    await pilot._wait_for_screen()
+    pilot.app.screen._on_timer_update()
+
+
+async def _wait_for(condition, limit_s: float = 60.0) -> None:
+    deadline = time.perf_counter() + limit_s
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("bench tui: the app did not get there in time")
+        await asyncio.sleep(0)
+
+
+def _send_key(app, key: str) -> None:
+    from textual import events
+
+    app._driver.send_message(events.Key(key, key if len(key) == 1 else None))
+
+
+async def _run_app(db: Path) -> dict[str, Any]:
+    from depthtui.app import DepthApp
+    from depthtui.screens.episode import EpisodeScreen
+    from depthtui.screens.tasks import TasksScreen
+    from depthtui.widgets.messages import OpenEpisode
+    from store import jobs, views
+    from store.db import open_reader
+
+    import_rss = _current_rss_mb()
+    conn = open_reader(db)
+    long_ids = views.find_episodes(conn, min_turns=150, limit=OPENS)
+    if not long_ids:
+        raise RuntimeError("bench tui: the store has no episode of 150 turns")
+    episode_id = long_ids[0]
+    conn.close()
+
+    out: dict[str, Any] = {"import_rss_mb": round(import_rss, 1), "episode_id": episode_id}
+    started = time.perf_counter()
+    app = DepthApp(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.screen.loaded.wait()
+        await _composited(pilot)
+        out["first_paint_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        _send_key(app, "2")
+        await _wait_for(lambda: isinstance(app.screen, TasksScreen))
+        await app.screen.loaded.wait()
+        await _composited(pilot)
+        out["tasks_paint_s"] = time.perf_counter() - started
+        out["tasks_rows"] = app.screen.query_one("#tasks").row_count
+
+        # Open 150-turn episodes one after another (back to the tasks screen in between): the
+        # first open of a process also pays one-time costs (lexers, styles of new widgets).
+        opens = []
+        for eid in long_ids:
+            started = time.perf_counter()
+            app.post_message(OpenEpisode(eid))
+            await _wait_for(lambda: isinstance(app.screen, EpisodeScreen))
+            await app.screen.loaded.wait()
+            await _composited(pilot)
+            opens.append(time.perf_counter() - started)
+            if eid != long_ids[-1]:
+                app.pop_screen()
+                await _wait_for(lambda: isinstance(app.screen, TasksScreen))
+                await _composited(pilot)
+        out["episode_first_open_s"] = opens[0]
+        out["episode_open_s"] = statistics.median(opens)
+        out["episode_opens"] = len(opens)
+        screen = app.screen
+
+        steps = []
+        for _ in range(STEPS):
+            before = screen.turn
+            started = time.perf_counter()
+            _send_key(app, "l")
+            await _wait_for(lambda before=before: screen.turn == before + 1)
+            await _composited(pilot)
+            steps.append((time.perf_counter() - started) * 1000)
+        out["step_ms"] = statistics.median(steps)
+        out["step_ms_p95"] = sorted(steps)[int(len(steps) * 0.95) - 1]
+        out["turn_reached"] = screen.turn
+    out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+
+    def dashboard(c):
+        views.datasets(c), views.headline(c), jobs.list_jobs(c, active_only=True)
+
+    def episode(c, eid):
+        views.episode(c, eid), views.turn_marks(c, eid), views.turn_detail(c, eid, 1)
+
+    def step(c, eid):
+        for idx in range(2, 2 + STEPS):
+            views.turn_detail(c, eid, idx)
+
+    out["raw_dashboard_s"] = _raw(dashboard, db)
+    out["raw_tasks_s"] = _raw(views.task_rows, db)
+    out["raw_episode_s"] = _raw(episode, db, episode_id)
+    out["raw_step_ms"] = _raw(step, db, episode_id) * 1000 / STEPS
+    for key in list(out):
+        if isinstance(out[key], float):
+            out[key] = round(out[key], 4)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:,.0f}×" if b > 0 else "–"
+
+
+def render(result: dict) -> Group:
+    table = Table(title="depthtui bench tui", title_justify="left", header_style="bold")
+    for col in ("figure", "app", "target", "raw SQL of the same rows", "app / raw"):
+        table.add_column(col, justify="right" if col != "figure" else "left")
+    within = result.get("within_targets", {})
+
+    def mark(key: str) -> Text:
+        ok = within.get(key)
+        return Text("✓" if ok else "✗", style="green" if ok else "bold red")
+
+    rows = (
+        ("first paint, dashboard", "first_paint_s", "s", "raw_dashboard_s"),
+        ("first paint, tasks screen", "tasks_paint_s", "s", "raw_tasks_s"),
+        ("open a 150-turn episode (median)", "episode_open_s", "s", "raw_episode_s"),
+        ("  the first open in the process", "episode_first_open_s", "s", "raw_episode_s"),
+        ("one step (l)", "step_ms", "ms", "raw_step_ms"),
+    )
+    for label, key, unit, raw in rows:
+        target = TARGETS.get(key)
+        table.add_row(
+            label,
+            f"{result[key]:.3f} {unit}" if unit == "s" else f"{result[key]:.1f} {unit}",
+            Text.assemble(f"< {target:g} {unit} ", mark(key)) if target else Text("–"),
+            f"{result[raw]:.4f} {unit}",
+            _ratio(result[key], result[raw]),
+        )
+    table.add_row(
+        "peak memory (RSS)",
+        f"{result['peak_rss_mb']:.0f} MB",
+        Text.assemble(f"< {TARGETS['peak_rss_mb']:g} MB ", mark("peak_rss_mb")),
+        f"{result['import_rss_mb']:.0f} MB after imports",
+        f"{result['peak_rss_mb'] / result['import_rss_mb']:.1f}×",
+    )
+    note = Text(
+        f"store: {result['episodes']:,} episodes, {result['turns']:,} turns, "
+        f"{result['store_mb']:.0f} MB, generated in {result['generate_s']:.1f} s; "
+        f"step p95 {result['step_ms_p95']:.1f} ms over {STEPS} steps; 120x40, headless",
+        style="dim",
+    )
+    return Group(table, note)
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(_run_app(Path(sys.argv[1])))))
