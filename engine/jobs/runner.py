@@ -163,9 +163,11 @@ class _Supervisor:
                     self._abort(reason)
             except KeyboardInterrupt:
                 if self.ctx.should_abort():
-                    forced_at = forced_at or self._force("second Ctrl-C")
-                else:
-                    self._abort("cancelled (Ctrl-C)")
+                    if forced_at is None:
+                        self._force("second Ctrl-C")
+                    log.info("job %s: not waiting for %d unit(s)", self.job.id, self._busy())
+                    break
+                self._abort("cancelled (Ctrl-C)")
             if self.ctx.should_abort() and abort_at is None:
                 abort_at = time.monotonic()
             if abort_at is not None and forced_at is None and time.monotonic() - abort_at > GRACE_S:
