@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import HelpPanel
 
 from depthtui.screens.base import DataScreen
@@ -123,6 +125,22 @@ class DepthApp(App[None]):
 
     def on_launch(self, message: Launch) -> None:
         self.push_screen(LaunchScreen(message.task_ids))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette offers every key binding of the current screen as a command too."""
+        builtin = list(super().get_system_commands(screen))
+        yield from builtin
+        seen = {command.title for command in builtin}
+        for key, active in screen.active_bindings.items():
+            binding = active.binding
+            if not binding.description or not active.enabled or binding.description in seen:
+                continue
+            seen.add(binding.description)
+            yield SystemCommand(
+                binding.description,
+                f"key: {self.get_key_display(binding) or key}",
+                partial(self.run_action, binding.action, active.node),
+            )
 
     def action_search(self) -> None:
         self.switch_mode("search")

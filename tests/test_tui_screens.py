@@ -127,6 +127,9 @@ def test_tasks_filter_sort_and_open(tui, tui_db: Path) -> None:
         shown = [next(r.work or 0 for r in rows if r.id == i) for i in screen.visible_ids()]
         assert shown == sorted(works, reverse=True)
         table.move_cursor(row=0)
+        await pilot.press("j", "j", "k")  # vi keys move the cursor too
+        assert table.cursor_row == 1
+        table.move_cursor(row=0)
         await pilot.press("enter")
         await tui.settle(pilot)
         assert isinstance(app.screen, TaskDetailScreen)
@@ -236,6 +239,11 @@ def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Pat
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen and screen.turn == 1
+        # the mouse: a click on a turn in the list shows that turn
+        await pilot.click("#turn-list", offset=(8, 2))
+        await pilot.pause()
+        assert screen.turn == 3
+        await pilot.press("g")
         # H/L walk the task's other episodes
         position = siblings.index(longest)
         await pilot.press("L" if position + 1 < len(siblings) else "H")
@@ -562,5 +570,24 @@ def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) 
             recorder.finish_episode(store, episode_id, passed=0, end_reason="no_tool_call")
         assert await tui.until(pilot, lambda: "● live" not in tui.text(app))
         assert screen.turn == 1
+
+    drive(tui, tui_db, flow)
+
+
+def test_the_command_palette_offers_the_screen_keys(tui, tui_db: Path) -> None:
+    async def flow(app: DepthApp, pilot) -> None:
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Dashboard", "Tasks", "Triage", "Jobs", "Reports", "Search", "Quit"} <= titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Triage")
+        assert await tui.until(pilot, lambda: "Triage" in tui.text(app))
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        assert await tui.until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        replay_keys = {
+            c.title for c in app.get_system_commands(EpisodeScreen(1)) if c.help.startswith("key")
+        }
+        assert {"◀ Turn", "Turn ▶", "Full output", "Reasoning"} <= replay_keys
 
     drive(tui, tui_db, flow)

@@ -6,6 +6,7 @@ import asyncio
 
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widgets import DataTable
 
 
 class DataScreen(Screen[None]):
@@ -17,7 +18,11 @@ class DataScreen(Screen[None]):
     its widgets and this one then loads: no `super()` call.)
     """
 
-    BINDINGS = [Binding("escape", "back", "Back", show=False)]
+    BINDINGS = [
+        Binding("escape", "back", "Back", show=False),
+        Binding("j", "move(1)", "Down", show=False),
+        Binding("k", "move(-1)", "Up", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -43,6 +48,17 @@ class DataScreen(Screen[None]):
 
     def mark_loaded(self) -> None:
         self.loaded.set()
+
+    def action_move(self, step: int) -> None:
+        """j/k: the focused table's cursor, or the focused view's scroll."""
+        focused = self.focused
+        if isinstance(focused, DataTable):
+            if step > 0:
+                focused.action_cursor_down()
+            else:
+                focused.action_cursor_up()
+        elif focused is not None and focused.allow_vertical_scroll:
+            focused.scroll_relative(y=step * 3, animate=False)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
