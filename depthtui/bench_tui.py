@@ -37,7 +37,13 @@ TURNS = 200_000
 STEPS = 60
 OPENS = 5
 SIZE = (120, 40)
-TARGETS = {"first_paint_s": 1.0, "episode_open_s": 0.3, "step_ms": 50.0, "peak_rss_mb": 300.0}
+TARGETS = {
+    "first_paint_s": 1.0,
+    "tasks_paint_s": 1.0,
+    "episode_open_s": 0.3,
+    "step_ms": 50.0,
+    "peak_rss_mb": 300.0,
+}
 
 
 def _peak_rss_mb() -> float:

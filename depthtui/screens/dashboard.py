@@ -18,19 +18,26 @@ from depthtui.widgets.sanitize import one_line
 from store import jobs, views
 
 
+def median_label(d: float | None) -> str:
+    if d is None or d >= views.D_ABOVE_80:
+        return views.depth_label(None if d is None else int(d))
+    return f"{d:g}"
+
+
 def headline_view(h: views.Headline) -> Group:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(style="bold")
     grid.add_row("tasks", f"{h.tasks:,}  ({h.measured:,} with a depth estimate)")
     grid.add_row("episodes", f"{h.episodes:,}  ({h.running:,} running)")
-    grid.add_row("median D", "–" if h.median_d is None else views.depth_label(round(h.median_d)))
+    grid.add_row("median D", median_label(h.median_d))
     grid.add_row("solved with D ≤ 3", pct(h.share_d_le_3))
     grid.add_row("safe success", f"{pct(h.safe_rate)}  ({h.safe:,}/{h.safe_runs:,} runs)")
     models = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
-    for col, justify in (("model", "left"), ("pass@1 (uncapped)", "left"), ("runs", "right"),
-                         ("errors", "right"), ("safe", "right")):  # fmt: skip
-        models.add_column(col, justify=justify)  # type: ignore[arg-type]
+    models.add_column("model")
+    models.add_column("pass@1 (uncapped)")
+    for col in ("runs", "errors", "safe"):
+        models.add_column(col, justify="right")
     for m in h.models:
         rate = m.pass_rate
         models.add_row(
