@@ -71,21 +71,20 @@ def list_cmd(
     if not jobs:
         console.print("no jobs")
         return
-    table = Table("id", "kind", "status", "progress", "cost", "created", "message")
+    table = Table("id", "kind", "status", "progress", "cost", "created (UTC)", "message")
     for j in jobs:
         status = j.status
         live = _liveness(j)
         if live and not live["owner_alive"]:
             status += " (owner dead)"
-        message = j.message if len(j.message) <= 70 else j.message[:67] + "..."
         table.add_row(
             str(j.id),
             j.kind,
             f"[{STYLE.get(j.status, '')}]{status}[/]",
             _progress(j),
             f"${j.cost_usd:.4f}",
-            j.created_at[:19],
-            message,
+            j.created_at[5:16].replace("T", " "),
+            j.message if len(j.message) <= 40 else j.message[:39] + "…",
         )
     console.print(table)
 
