@@ -3,7 +3,8 @@
 The app reads the store through read-only connections and polls `PRAGMA data_version`; when
 another connection (the engine, a CLI verb, this app's own writer) commits, the visible screen
 reloads what can have changed, keeping its selection and scroll place. Writes (labels, jobs) go
-through store functions on a writer opened on first use. The app never runs an episode.
+through store functions on a writer opened on first use. The app never runs an episode: a job it
+queues is run by a background engine process, which it starts when none is alive.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -61,9 +63,12 @@ class DepthApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, db: Path | str, *, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(
+        self, db: Path | str, *, poll_seconds: float = POLL_SECONDS, start_engine: bool = True
+    ) -> None:
         super().__init__()
         self.db_path = Path(db)
+        self.start_engine = start_engine  # start a background engine for submitted jobs
         self.sub_title = self.db_path.name
         self.poll_seconds = poll_seconds
         # UI-thread reader (polls and quick point queries) and one more for thread workers.
@@ -92,6 +97,23 @@ class DepthApp(App[None]):
 
     def on_mount(self) -> None:
         self.set_interval(self.poll_seconds, self.poll_store)
+
+    def hand_to_engine(self, job_id: int, workers: int) -> None:
+        """Make sure a background engine will run a job just queued (starting one if none)."""
+        if self.start_engine:
+            self._ensure_engine(job_id, workers)
+
+    @work(thread=True, group="engine", exit_on_error=False)
+    def _ensure_engine(self, job_id: int, workers: int) -> None:
+        from engine.jobs.launch import EngineError, ensure_engine
+
+        try:
+            pid = ensure_engine(self.db_path, workers=workers)
+        except EngineError as exc:
+            message = f"job #{job_id} is queued, but no engine could be started: {exc}"
+            self.call_from_thread(self.notify, message, severity="error", timeout=15)
+            return
+        self.call_from_thread(self.notify, f"job #{job_id}: engine pid {pid} runs it")
 
     def poll_store(self) -> None:
         current = data_version(self.conn)

@@ -157,7 +157,7 @@ async def _run_app(db: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {"import_rss_mb": round(import_rss, 1), "episode_id": episode_id}
     started = time.perf_counter()
-    app = DepthApp(db)
+    app = DepthApp(db, start_engine=False)
     async with app.run_test(size=SIZE) as pilot:
         await app.screen.loaded.wait()
         await _composited(pilot)

@@ -48,7 +48,7 @@ def assert_harmless(app: DepthApp, where: str) -> str:
 
 def test_hostile_transcript_renders_without_harm(tui, synthetic_db: Path, landmarks) -> None:
     async def main() -> None:
-        app = DepthApp(synthetic_db)
+        app = DepthApp(synthetic_db, start_engine=False)
         async with app.run_test(size=tui.size) as pilot:
             await tui.settle(pilot)
             app.post_message(OpenEpisode(landmarks.hostile))

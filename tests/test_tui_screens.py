@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from textual.widgets import Collapsible, DataTable, Input, Select
+from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList
 
 from depthtui.app import DepthApp
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.jobs import JobsScreen
-from depthtui.screens.launch import LaunchForm, LaunchScreen
+from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.output import OutputScreen
 from depthtui.screens.reports import ReportsScreen
 from depthtui.screens.search import SearchScreen
@@ -27,6 +27,7 @@ from depthtui.screens.triage import TriageScreen
 from depthtui.widgets.ladder_grid import LadderGridView
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.turn_view import TurnView
+from engine.protocol.registry import get_kind
 from store import jobs, queue, triage, views
 from store.db import Store, open_reader
 
@@ -37,7 +38,7 @@ def drive(tui, db: Path, flow: Callable[[DepthApp, object], Awaitable[None]]) ->
     """Run `flow(app, pilot)` against a fresh app on `db`, polling the store every 0.1 s."""
 
     async def main() -> None:
-        app = DepthApp(db, poll_seconds=0.1)
+        app = DepthApp(db, poll_seconds=0.1, start_engine=False)
         async with app.run_test(size=tui.size) as pilot:
             await tui.settle(pilot)
             await flow(app, pilot)
@@ -392,6 +393,15 @@ def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
     shallow = [r.id for r in views.task_rows(conn) if r.d is not None and r.d <= 3]
     shallow.sort()
     models = views.known_models(conn)[:2]
+    expected_params = {
+        "tasks": shallow,
+        "models": models,
+        "caps": [1, 2, 3, 5, 10, 20, 40],
+        "fault": "perm_denied",
+        "workers": 3,
+        "max_cost": 2.5,
+        "reserve": 0.5,
+    }
 
     async def flow(app: DepthApp, pilot) -> None:
         await pilot.press("2")
@@ -406,23 +416,29 @@ def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
         form.query_one("#mode", Select).value = "ladder"
         await pilot.pause()
         await type_into(pilot, form.query_one("#models", Input), ", ".join(models))
+        form.query_one("#caps", SelectionList).deselect(80)
+        faults = form.query_one("#faults", SelectionList)
+        faults.deselect("clean")
+        faults.select("perm_denied")  # depth measured under a fault (recovery depth)
         await type_into(pilot, form.query_one("#workers", Input), "3")
         await type_into(pilot, form.query_one("#max-cost", Input), "2.5")
         await type_into(pilot, form.query_one("#reserve", Input), "0.5")
         await pilot.pause()
-        expected = LaunchForm(
-            tasks=form.task_ids, mode="ladder", models=tuple(models), workers=3, max_cost=2.5,
-            reserve=0.5,
-        )  # fmt: skip
         preview = str(form.query_one("#cli-preview").render())
-        assert preview == expected.cli()
-        assert preview.startswith("depthtui ladder ") and preview.endswith(
-            "--workers 3 --max-cost 2.5 --reserve 0.5 --detach"
-        )
+        # the engine's own rendering of the job, handed to the background engine
+        assert preview == get_kind("ladder").describe(expected_params) + " --detach"
+        assert preview.startswith(f"depthtui ladder {shallow[0]} ")
+        for fragment in (
+            f"--model {models[0]}", "--cap 1 --cap 2", "--cap 40", "--fault perm_denied",
+            "--workers 3", "--max-cost 2.5", "--reserve 0.5",
+        ):  # fmt: skip
+            assert fragment in preview
+        assert "--cap 80" not in preview and preview.endswith(" --detach")
         # a bad number blocks the submit and says why
         await type_into(pilot, form.query_one("#workers", Input), "0")
         await pilot.pause()
-        assert "workers: expected a whole number of at least 1, got '0'" in tui.text(app)
+        problems = str(form.query_one("#launch-problems").render())
+        assert "workers: expected a whole number of at least 1, got '0'" in problems
         assert form.query_one("#submit").disabled
         await type_into(pilot, form.query_one("#workers", Input), "3")
         await pilot.press("ctrl+s")
@@ -433,18 +449,8 @@ def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
     with Store(tui_db) as store:
         job = jobs.list_jobs(store)[0]
     assert job.kind == "ladder" and job.status == "queued"
-    assert job.params == {
-        "tasks": shallow,
-        "models": models,
-        "caps": list(views.CAPS),
-        "workers": 3,
-        "max_cost": 2.5,
-        "reserve": 0.5,
-    }
-    assert job.cli == LaunchForm(
-        tasks=tuple(shallow), mode="ladder", models=tuple(models), workers=3,
-        max_cost=2.5, reserve=0.5,
-    ).cli()  # fmt: skip
+    assert job.params == expected_params
+    assert job.cli == get_kind("ladder").describe(expected_params) + " --detach"
 
 
 def test_jobs_screen_cancels_pauses_and_resumes(tui, tui_db: Path) -> None:

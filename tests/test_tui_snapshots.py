@@ -20,7 +20,9 @@ def _shot(snap_compare, tui, db: Path, steps) -> None:
         await steps(pilot)
         await tui.settle(pilot)
 
-    assert snap_compare(DepthApp(db), terminal_size=tui.size, run_before=run_before)
+    assert snap_compare(
+        DepthApp(db, start_engine=False), terminal_size=tui.size, run_before=run_before
+    )
 
 
 def test_dashboard(snap_compare, tui, synthetic_db: Path) -> None:

@@ -3,7 +3,6 @@ command line as it is filled in and, on submit, queues a job for the engine (sto
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -16,18 +15,20 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from depthtui.widgets.sanitize import safe_text
+from engine.protocol.registry import get_kind
 from store import jobs, views
 
 FAULTS = ("clean", "perm_denied", "moved_input", "blocking_fifo")
 USES_MODELS = ("free", "ladder", "audit", "episodes")
 USES_CAPS = ("ladder", "audit")
-USES_FAULTS = ("episodes",)
+USES_FAULTS = ("ladder", "audit", "episodes")  # ladder/audit: one family, measured under it
 USES_ATTEMPTS = ("free", "episodes")
 
 
 @dataclass(frozen=True)
 class LaunchForm:
-    """What the form holds; `params()` is the job's parameters, `cli()` the same as a command."""
+    """What the form holds. `params()` are the job's parameters in the engine's own names
+    (engine/protocol), and `cli()` is the engine's own rendering of them as a command line."""
 
     tasks: tuple[str, ...]
     mode: str = "check"
@@ -51,7 +52,9 @@ class LaunchForm:
         if self.mode in USES_CAPS and not self.caps:
             found.append("caps: choose at least one cap")
         if self.mode in USES_FAULTS and not self.faults:
-            found.append("faults: choose at least one fault family")
+            found.append("faults: choose at least one fault family (clean: none)")
+        if self.mode in USES_CAPS and len(self.faults) > 1:
+            found.append(f"faults: {self.mode} measures under one family at a time")
         return found
 
     def params(self) -> dict:
@@ -59,8 +62,11 @@ class LaunchForm:
         if self.mode in USES_MODELS:
             params["models"] = list(self.models)
         if self.mode in USES_CAPS:
-            params["caps"] = list(self.caps)
-        if self.mode in USES_FAULTS:
+            if tuple(self.caps) != views.CAPS:  # the engine's default is every cap
+                params["caps"] = list(self.caps)
+            if self.faults and self.faults[0] != "clean":
+                params["fault"] = self.faults[0]
+        if self.mode == "episodes":
             params["faults"] = list(self.faults)
         if self.mode in USES_ATTEMPTS:
             params["attempts"] = self.attempts
@@ -71,24 +77,8 @@ class LaunchForm:
         return params
 
     def cli(self) -> str:
-        args = ["depthtui", self.mode, *self.tasks]
-        if self.mode in USES_MODELS:
-            for m in self.models:
-                args += ["--model", m]
-        if self.mode in USES_CAPS and tuple(self.caps) != views.CAPS:
-            args += ["--caps", ",".join(map(str, self.caps))]
-        if self.mode in USES_FAULTS:
-            for f in self.faults:
-                args += ["--fault", f]
-        if self.mode in USES_ATTEMPTS:
-            args += ["--attempts", str(self.attempts)]
-        args += ["--workers", str(self.workers)]
-        if self.max_cost is not None:
-            args += ["--max-cost", f"{self.max_cost:g}"]
-        if self.reserve is not None:
-            args += ["--reserve", f"{self.reserve:g}"]
-        args.append("--detach")
-        return shlex.join(args)
+        """The equivalent command: the engine's rendering, handed to the background engine."""
+        return get_kind(self.mode).describe(self.params()) + " --detach"
 
 
 def _whole(name: str, text: str, errors: list[str], default: int) -> int:
@@ -238,6 +228,7 @@ class LaunchScreen(Screen[None]):
             return
         job_id = jobs.submit_job(self.app.writer, form.mode, form.params(), form.cli())
         self.app.notify(f"job #{job_id} queued: {form.mode} on {len(form.tasks)} task(s)")
+        self.app.hand_to_engine(job_id, form.workers)
         self.app.pop_screen()
         self.app.switch_mode("jobs")
 
