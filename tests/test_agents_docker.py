@@ -32,10 +32,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def demo_images(tmp_path_factory) -> Iterator[dict]:
-    """Every demo task with its image; images this module built are removed afterwards."""
-    # Broken task folders are the loader tests' business; every task that loads is run here.
-    tasks, _ = load_tasks([DEMO])
-    assert len(tasks) >= 10
+    """The demo task these tests use, with its image (removed afterwards if built here). Every
+    demo task's reference and no-op are run through the real runner in test_demo_check.py."""
+    tasks, _ = load_tasks([DEMO / "error-count"])
     logs = tmp_path_factory.mktemp("build-logs")
     built, out = [], {}
     try:
@@ -66,26 +65,6 @@ def _episode(agent, task, image, segments_messages, limits=EpisodeLimits(), befo
     finally:
         sandbox.close()
     return turns, ends
-
-
-def _upload_solution(task):
-    def before(sandbox, idx):
-        sandbox.put_path(task.segments[idx].solution_dir, "/solution")
-
-    return before
-
-
-def test_oracle_runs_every_demo_tasks_reference_solution(demo_images):
-    for task, image in demo_images.values():
-        messages = [s.instruction for s in task.segments]
-        turns, ends = _episode(
-            OracleAgent.for_task(task), task, image, messages, before=_upload_solution(task)
-        )
-        assert [e.reason for e in ends] == ["no_tool_call"] * len(messages), task.id
-        runs = [c.result for t in turns for c in t.calls]
-        assert len(runs) == len(messages)
-        for result in runs:
-            assert result.exit_code == 0 and not result.timed_out, (task.id, result.observation)
 
 
 def test_oracle_multi_segment_in_one_container(tmp_path: Path):

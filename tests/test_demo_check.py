@@ -1,0 +1,44 @@
+"""Every demo task through the real CLI, runner, containers and verifier: the oracle agent
+(each segment's reference solution) passes every segment and the nop agent fails, and a rerun
+of the same command runs nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DEMO, ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def depthtui(*args: str, db: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "depthtui", *args, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+    )
+
+
+def test_oracle_passes_and_nop_fails_every_demo_task(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    done = depthtui("check", str(DEMO), "--workers", "2", "--json", db=db)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout)
+    folders = sorted(p.name for p in DEMO.iterdir() if (p / "task.toml").is_file())
+    assert sorted(r["task"].split("/", 1)[1] for r in rows) == folders
+    for row in rows:
+        assert row["reference_passed"] is True, row
+        assert row["noop_failed"] is True, row
+        assert row["ok"] and row["problems"] == [], row
+
+    again = depthtui("check", str(DEMO), "--workers", "2", "--json", db=db)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"0 episode(s) run, {2 * len(folders)} reused" in " ".join(again.stderr.split())
+    assert json.loads(again.stdout) == rows
