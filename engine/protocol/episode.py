@@ -247,6 +247,7 @@ class _Runner:
         self.sandbox: DockerSandbox | None = None
         self.oracle: Oracle | None = None
         self.final: CheckResult | None = None
+        self.solution_uploaded = False
         self.store = ctx.store
         self.eid = state.episode_id
 
@@ -500,11 +501,13 @@ class _Runner:
                 )
         if segment.healthcheck is not None:
             self._healthcheck(segment)
-        sandbox.exec_root(["rm", "-rf", SOLUTION_DIR])
+        if self.solution_uploaded:
+            sandbox.exec_root(["rm", "-rf", SOLUTION_DIR])
+            self.solution_uploaded = False
         uses_solution = self.spec.agent == "oracle" or self.spec.mode == "validate"
         if uses_solution and segment.solution_dir is not None:
-            sandbox.put_path(segment.solution_dir, SOLUTION_DIR, owner="root")
-            sandbox.exec_root(["chmod", "-R", "a+rX", SOLUTION_DIR])
+            sandbox.put_path(segment.solution_dir, SOLUTION_DIR, owner="root", readable=True)
+            self.solution_uploaded = True
 
     def _healthcheck(self, segment: Any) -> None:
         hc = segment.healthcheck

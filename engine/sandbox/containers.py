@@ -142,7 +142,11 @@ class DockerSandbox:
             return False
         return pids.get("current", 0) >= self.limits.pids - 2
 
-    def put_path(self, host_path: Path, dest: str, owner: str = "root") -> None:
+    def put_path(
+        self, host_path: Path, dest: str, owner: str = "root", readable: bool = False
+    ) -> None:
+        """Copy a host file or folder to `dest`; `readable` makes it readable (and folders
+        enterable) by everyone, whatever the host modes were."""
         host_path = Path(host_path)
         if not host_path.exists():
             raise SandboxError("upload", f"{host_path} does not exist on the host")
@@ -151,6 +155,8 @@ class DockerSandbox:
 
         def chown(info: tarfile.TarInfo) -> tarfile.TarInfo:
             info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+            if readable:
+                info.mode |= 0o555 if info.isdir() or info.mode & 0o100 else 0o444
             return info
 
         buf = io.BytesIO()
