@@ -268,7 +268,10 @@ class _Audit:
         task = self.task
         notes = self.detail.setdefault("fault_families", {})
         permits = Permits(draft["permitted"])
-        bite = self.spec("oracle", "bite", fault=family)
+        # The reference replayed, so it is held to the 30 s command limit like the repair probe:
+        # a reference that hangs on the fault (a blocking pipe) then fails in 30 s, not after
+        # the task's whole agent time.
+        bite = self.spec("replay", "bite", fault=family)
         plan = faults.plan_fault(
             task.id, family, pristine, task.instruction, permits, seed=bite.seed()
         )
@@ -276,7 +279,7 @@ class _Audit:
             notes[family] = "no input file named in the instruction can take this fault"
             return None
         contract = {**draft, "fault_targets": {family: plan.target}}
-        result = self.episode(bite, contract=contract)
+        result = self.episode(bite, contract=contract, replay_turns=[ReplayTurn(0, (SOLVE,))])
         if result is None:
             return None
         if result.passed:
