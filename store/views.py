@@ -185,14 +185,10 @@ class TaskRow:
         return self.passed / self.runs if self.runs else None
 
 
-def task_rows(conn: sqlite3.Connection, ids: list[str] | None = None) -> list[TaskRow]:
-    """Every task (or just `ids`) with its N, D, W, run counts and measurement status."""
-    where, params = "", ()
-    if ids is not None:
-        where = f"WHERE t.id IN ({','.join('?' * len(ids))})"
-        params = tuple(ids)
+def task_rows(conn: sqlite3.Connection) -> list[TaskRow]:
+    """Every task with its N, D, W, run counts and measurement status."""
     rows = conn.execute(
-        f"""
+        """
         SELECT t.id, t.dataset, t.name, t.segments, t.work,
                e.n, e.d, e.unfinished, e.nest,
                coalesce(r.runs, 0), coalesce(r.passed, 0), coalesce(r.running, 0), c.valid
@@ -208,10 +204,8 @@ def task_rows(conn: sqlite3.Connection, ids: list[str] | None = None) -> list[Ta
             FROM episodes GROUP BY task_id
         ) r ON r.task_id = t.id
         LEFT JOIN contracts c ON c.task_id = t.id
-        {where}
         ORDER BY t.dataset, t.id
-        """,
-        params,
+        """
     ).fetchall()
     out = []
     for r in rows:
