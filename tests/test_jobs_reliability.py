@@ -186,7 +186,11 @@ def closed_port() -> int:
 
 def models_file(path: Path, name: str, base_url: str, model_id: str = "m") -> Path:
     file = path.parent / "models.toml"
-    file.write_text(f'[models.{name}]\nbase_url = "{base_url}"\nmodel = "{model_id}"\n')
+    # Fast retries: the policy is the registry's to set; the test needs its shape, not its pace.
+    file.write_text(
+        f'[models.{name}]\nbase_url = "{base_url}"\nmodel = "{model_id}"\n'
+        "retry_attempts = 6\nretry_base_delay_s = 0.05\nretry_max_delay_s = 0.2\n"
+    )
     return file
 
 

@@ -148,3 +148,24 @@ def test_upsert_replaces_its_own_block_and_keeps_everything_else(tmp_path):
     assert reg.get("qwen3.5-local").base_url == "http://127.0.0.1:9000/v1"
     assert reg.get("other").model == "o"
     assert parse_models(entry_toml(cfg))["qwen3.5-local"].model == "Qwen3.5"
+
+
+def test_the_retry_policy_is_set_per_model(tmp_path):
+    from engine.agents.chat import ChatAgent
+    from engine.agents.make import make_agent
+
+    file = tmp_path / "models.toml"
+    file.write_text(
+        '[models.fast]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        "retry_attempts = 2\nretry_base_delay_s = 0\nretry_max_delay_s = 0.5\n"
+        '[models.default]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    )
+    registry = load_registry(file)
+    fast = make_agent(registry.get("fast"))
+    default = make_agent(registry.get("default"))
+    assert isinstance(fast, ChatAgent) and isinstance(default, ChatAgent)
+    assert (fast.retry.max_attempts, fast.retry.base_delay_s, fast.retry.max_delay_s) == (2, 0, 0.5)
+    assert (default.retry.max_attempts, default.retry.base_delay_s) == (6, 2.0)
+    file.write_text('[models.bad]\nbase_url = "http://x/v1"\nmodel = "m"\nretry_attempts = 0\n')
+    with pytest.raises(RegistryError, match="retry_attempts"):
+        load_registry(file)

@@ -32,4 +32,10 @@ def make_agent(
         if replay is None:
             raise ValueError("the replay agent needs the stored turns of the episode to replay")
         return ReplayAgent(replay)
+    if retry is None:
+        retry = RetryPolicy(
+            max_attempts=config.retry_attempts,
+            base_delay_s=config.retry_base_delay_s,
+            max_delay_s=config.retry_max_delay_s,
+        )
     return ChatAgent(config, retry, environ=environ)

@@ -98,6 +98,12 @@ class ModelConfig:
     max_total_tokens: int | None = None
     max_completion_tokens: int | None = None
     request_timeout_s: float = 600.0
+    # Provider errors (429, 5xx, timeouts, refused connections): tries per request, and the
+    # exponential backoff between them (jittered), before the episode ends as an
+    # infrastructure error.
+    retry_attempts: int = 6
+    retry_base_delay_s: float = 2.0
+    retry_max_delay_s: float = 60.0
     # Extra request-body fields sent as is (e.g. vLLM's chat_template_kwargs).
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
@@ -224,6 +230,9 @@ MODEL_KEYS = {
     "max_total_tokens",
     "max_completion_tokens",
     "request_timeout_s",
+    "retry_attempts",
+    "retry_base_delay_s",
+    "retry_max_delay_s",
     "extra_body",
     "description",
 }
@@ -289,6 +298,9 @@ def _parse_model(name: str, table: object, where: _Where) -> ModelConfig:
         max_total_tokens=_int(table, "max_total_tokens", where, minimum=1),
         max_completion_tokens=_int(table, "max_completion_tokens", where, minimum=1),
         request_timeout_s=_num(table, "request_timeout_s", where, minimum=1) or 600.0,
+        retry_attempts=_or(_int(table, "retry_attempts", where, minimum=1), 6),
+        retry_base_delay_s=_or(_num(table, "retry_base_delay_s", where, minimum=0), 2.0),
+        retry_max_delay_s=_or(_num(table, "retry_max_delay_s", where, minimum=0), 60.0),
         extra_body=dict(extra),
         description=_str(table, "description", where),
         source=where.file,
@@ -377,6 +389,10 @@ def _int(table: dict, key: str, where: _Where, minimum: int | None = None) -> in
     if minimum is not None and value < minimum:
         raise where.error(key, f"an integer >= {minimum}", value)
     return value
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def _num(
