@@ -24,6 +24,7 @@ from engine.analysis import atif
 from engine.tasks.model import Environment, Limits, Segment, Task
 from store import episodes as ep
 from store.db import Store
+from store.exports import finished_episode_ids, task_content_hash
 from store.tasks import upsert_task
 
 
@@ -73,24 +74,9 @@ def select_episodes(
     mode: str | None = None,
 ) -> list[int]:
     """Ids of finished episodes matching every given filter, oldest first."""
-    sql = "SELECT id FROM episodes WHERE status = 'done'"
-    params: list[Any] = []
-    if episode_ids:
-        sql += f" AND id IN ({','.join('?' * len(episode_ids))})"
-        params += episode_ids
-    if job_id is not None:
-        sql += " AND job_id = ?"
-        params.append(job_id)
-    if task_ids:
-        sql += f" AND task_id IN ({','.join('?' * len(task_ids))})"
-        params += task_ids
-    if model is not None:
-        sql += " AND agent = ?"
-        params.append(model)
-    if mode is not None:
-        sql += " AND mode = ?"
-        params.append(mode)
-    return [row[0] for row in conn.execute(sql + " ORDER BY id", params)]
+    return finished_episode_ids(
+        conn, episode_ids=episode_ids, job_id=job_id, task_ids=task_ids, agent=model, mode=mode
+    )
 
 
 # --- Harbor-shaped results ---------------------------------------------------------------------
@@ -333,10 +319,8 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
 
     task_name = str(result.get("task_name") or trial.name.split("__")[0])
     task_id = task_name if "/" in task_name else f"{dataset}/{task_name}"
-    known = store.query("SELECT content_hash FROM tasks WHERE id = ?", (task_id,))
-    if known:
-        task_hash = known[0][0]
-    else:
+    task_hash = task_content_hash(store, task_id)
+    if task_hash is None:
         task_hash = "imported:" + hashlib.sha256(task_id.encode()).hexdigest()[:16]
         first = parsed["segments"][0]["user_message"] if parsed["segments"] else ""
         upsert_task(store, _placeholder_task(task_id, dataset, trial, task_hash, first))
