@@ -55,30 +55,12 @@ def import_tasks(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    from engine.tasks.loader import datasets_of, load_tasks
-    from store import tasks as task_store
+    from engine.tasks.importing import import_paths
 
-    tasks, errors = load_tasks(paths)
-    infos, dataset_errors = datasets_of(tasks)
     store = open_store(db)
     with store:
-        for info in infos:
-            task_store.upsert_dataset(
-                store,
-                info.name,
-                info.path,
-                title=info.title,
-                description=info.description,
-                group=info.group,
-            )
-        for task in tasks:
-            task_store.upsert_task(store, task)
-        for error in errors:
-            if error.folder is not None:
-                task_store.record_task_error(
-                    store, error.folder, error.folder.parent.name, str(error)
-                )
-    errors += dataset_errors
+        imported = import_paths(store, paths)
+    tasks, infos, errors = imported.tasks, imported.datasets, imported.errors
     warned = [t for t in tasks if t.warnings]
     if json_out:
         print_json(
