@@ -348,3 +348,23 @@ def test_training_rows_hold_only_the_passing_segment(run) -> None:
         (c["tool_call_id"], c["observation"]) for c in calls
     ]
     assert msgs[5] == {"role": "assistant", "content": "segment 1 done"}
+
+
+def test_export_filters_and_clear_errors(run) -> None:
+    db, tmp = run["db"], run["tmp"]
+    by_job = run_cli(["export", "harbor", "--job", "1", "--out", str(tmp / "byjob")], db)
+    assert by_job.returncode == 0, by_job.stderr
+    assert f"wrote 1 trial(s) to {tmp / 'byjob' / 'job-1'}" in by_job.stdout
+    for args, message in (
+        (["--job", "99"], "--job 99: no such job"),
+        (["--task", "nope"], "--task nope: no such task or dataset in the store"),
+        (["--model", "nobody"], "matches --model nobody"),
+        (["--mode", "ladder"], "matches --mode ladder"),
+    ):
+        result = run_cli(["export", "harbor", *args, "--out", str(tmp / "never")], db)
+        assert result.returncode == 1, args
+        assert message in " ".join(result.stderr.split()), (args, result.stderr)
+    folder = run_cli(["export", "training", "--out", str(tmp)], db)
+    assert folder.returncode == 1
+    assert "is a folder; expected a .jsonl file path" in " ".join(folder.stderr.split())
+    assert not (tmp / "never").exists()
