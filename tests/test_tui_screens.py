@@ -233,6 +233,8 @@ def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Pat
         assert reasoning.collapsed
         await pilot.press("r")
         assert not reasoning.collapsed
+        words = screen.detail.reasoning.split("\n", 1)[0][:15]
+        assert words in tui.text(app)  # drawn once opened
         # o opens the full output of the selected call, esc comes back
         await pilot.press("o")
         await pilot.pause()

@@ -217,6 +217,11 @@ def verdict_view(ep: EpisodeInfo, verdict: Verdict) -> RenderableType:
 class TurnView(VerticalScroll):
     """Scrolls with j/k (bound on the replay screen); its parts update in place."""
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._reasoning = ""
+        self._oracle_shown = True  # the placeholder text below is not drawn yet
+
     def compose(self) -> ComposeResult:
         yield Static(id="turn-head")
         yield Static(id="turn-text")
@@ -237,16 +242,30 @@ class TurnView(VerticalScroll):
         self.query_one("#turn-head", Static).update(turn_header(ep, turn))
         self.query_one("#turn-text", Static).update(model_words(turn))
         reasoning = self.query_one("#reasoning", Collapsible)
-        reasoning.display = bool(turn.reasoning)
-        reasoning.title = f"reasoning ({len(turn.reasoning):,} characters)"
-        self.query_one("#turn-reasoning", Static).update(safe_text(turn.reasoning, WORDS_SHOWN))
+        title = f"reasoning ({len(turn.reasoning):,} characters)"
+        # Setting a style or a reactive to the value it has still costs a style pass.
+        if reasoning.display != bool(turn.reasoning):
+            reasoning.display = bool(turn.reasoning)
+        if reasoning.title != title:
+            reasoning.title = title
+        if not reasoning.collapsed:
+            self.query_one("#turn-reasoning", Static).update(safe_text(turn.reasoning, WORDS_SHOWN))
+        self._reasoning = turn.reasoning
         self.query_one("#turn-calls", Static).update(calls_view(turn.calls, selected_call))
-        self.query_one("#turn-oracle", Static).update(events_view(turn.events))
+        oracle = self.query_one("#turn-oracle", Static)
+        if turn.events or self._oracle_shown:
+            oracle.update(events_view(turn.events))
+            self._oracle_shown = bool(turn.events)
         verdict_static = self.query_one("#turn-verdict", Static)
-        verdict_static.display = verdict is not None
+        if verdict_static.display != (verdict is not None):
+            verdict_static.display = verdict is not None
         if verdict is not None:
             verdict_static.update(verdict_view(ep, verdict))
 
     def toggle_reasoning(self) -> None:
         reasoning = self.query_one("#reasoning", Collapsible)
+        if reasoning.collapsed:  # folded reasoning is only drawn once opened
+            self.query_one("#turn-reasoning", Static).update(
+                safe_text(self._reasoning, WORDS_SHOWN)
+            )
         reasoning.collapsed = not reasoning.collapsed
