@@ -15,7 +15,7 @@ from typing import Any
 
 from store.db import Store, now
 
-KINDS = ("check", "validate", "free", "ladder", "audit", "episodes")
+KINDS = ("check", "validate", "free", "ladder", "audit", "episodes", "replay")
 STATUSES = ("queued", "running", "paused", "cancelled", "done", "failed")
 ACTIVE = ("queued", "running", "paused")
 

@@ -94,8 +94,6 @@ def submit(
 ) -> tuple[Store, int, str]:
     """Resolve tasks, store the job, run it (or detach); returns (store, job id, status)."""
     from engine.protocol.common import resolve_tasks
-    from engine.protocol.registry import get_kind
-    from store.jobs import submit_job
 
     store = open_store(db)
     resolved = resolve_tasks(store, tasks)
@@ -103,9 +101,15 @@ def submit(
         err_console.print(f"[bold red]✗[/] {error}", highlight=False)
     if not resolved.task_ids:
         fail("no task to run")
-    params = {**params, "tasks": resolved.task_ids}
-    job_kind = get_kind(kind)
-    cli = job_kind.describe(params)
+    return launch(store, kind, {**params, "tasks": resolved.task_ids}, detach)
+
+
+def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tuple[Store, int, str]:
+    """Store a job with exactly these parameters, then run it here or hand it to the engine."""
+    from engine.protocol.registry import get_kind
+    from store.jobs import submit_job
+
+    cli = get_kind(kind).describe(params)
     job_id = submit_job(store, kind, params, cli)
     if detach:
         from engine.jobs.launch import EngineError, ensure_engine
@@ -115,8 +119,8 @@ def submit(
         except EngineError as exc:
             fail(f"job {job_id} is queued, but no engine could be started: {exc}")
         console.print(
-            f"job {job_id} queued ({len(resolved.task_ids)} task(s)); engine pid {pid}. "
-            f"Follow it with `depthtui jobs show {job_id}` or in the TUI.",
+            f"job {job_id} queued; engine pid {pid}. Follow it with `depthtui jobs show "
+            f"{job_id}` or in the TUI.",
             highlight=False,
         )
         return store, job_id, "queued"
@@ -406,6 +410,32 @@ def episodes(
     finish(status)
 
 
+# --- replay ---------------------------------------------------------------------------------------
+
+
+def replay(
+    episode: Annotated[
+        list[int], typer.Argument(help="Episode ids to replay.", show_default=False)
+    ],
+    workers: WorkersOpt = 1,
+    detach: DetachOpt = False,
+    accept_risk: AcceptRiskOpt = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Re-execute stored episodes' commands turn by turn in a fresh environment and grade them
+    again, to reproduce a verdict (a replay that disagrees shows up in the triage queue of
+    suspected verifier false positives)."""
+    store = open_store(db)
+    params = {"episodes": episode, "workers": workers, "accept_risk": accept_risk}
+    store, job_id, status = launch(store, "replay", params, detach)
+    if status != "queued":
+        from depthtui.commands.show import print_replay_results
+
+        print_replay_results(store, job_id, json_out)
+    finish(status)
+
+
 def register(app: typer.Typer) -> None:
-    for verb in (check, validate, free, ladder, audit, episodes):
+    for verb in (check, validate, free, ladder, audit, episodes, replay):
         app.command(verb.__name__, help=" ".join(verb.__doc__.split()))(verb)

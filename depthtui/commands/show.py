@@ -156,3 +156,64 @@ def print_report_for_job(store: Store, job_id: int, json_out: bool) -> None:
     tasks = _job_tasks(store, job_id)
     report = build_report(store.conn, task_ids=tasks)
     print_report(report, json_out)
+
+
+def replay_rows(store: Store, job_id: int) -> list[dict[str, Any]]:
+    from store.jobs import get_job
+
+    job = get_job(store, job_id)
+    rows = []
+    for original in job.params.get("episodes", []) if job else []:
+        found = store.query(
+            "SELECT r.id, r.passed, r.error_kind, o.passed AS original_passed, o.task_id "
+            "FROM episodes r JOIN episodes o ON o.id = ? "
+            "WHERE r.mode = 'replay' AND r.status = 'done' "
+            "AND json_extract(r.spec_json, '$.replay_of') = ? ORDER BY r.id DESC LIMIT 1",
+            (original, original),
+        )
+        if not found:
+            rows.append({"episode": original, "replay": None})
+            continue
+        r = found[0]
+        same = store.query(
+            "SELECT count(*) FROM calls a JOIN calls b ON b.episode_id = ? AND a.idx = b.idx "
+            "WHERE a.episode_id = ? AND a.observation = b.observation",
+            (r["id"], original),
+        )[0][0]
+        rows.append(
+            {
+                "episode": original,
+                "task": r["task_id"],
+                "replay": r["id"],
+                "original_passed": bool(r["original_passed"]),
+                "replay_passed": bool(r["passed"]),
+                "agree": bool(r["passed"]) == bool(r["original_passed"]) and not r["error_kind"],
+                "same_outputs": same,
+                "error": r["error_kind"],
+            }
+        )
+    return rows
+
+
+def print_replay_results(store: Store, job_id: int, json_out: bool) -> None:
+    rows = replay_rows(store, job_id)
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(title=f"replay (job {job_id})", title_justify="left")
+    for col in ("episode", "task", "replay", "original", "replayed", "verdict", "same outputs"):
+        table.add_column(col)
+    for r in rows:
+        if r["replay"] is None:
+            table.add_row(str(r["episode"]), "", "-", "", "", "[red]not replayed[/]", "")
+            continue
+        table.add_row(
+            str(r["episode"]),
+            r["task"],
+            str(r["replay"]),
+            _mark(r["original_passed"], "passed", "failed"),
+            _mark(r["replay_passed"], "passed", "failed"),
+            "[green]agrees[/]" if r["agree"] else "[red]disagrees[/]",
+            str(r["same_outputs"]),
+        )
+    console.print(table)

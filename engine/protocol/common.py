@@ -13,7 +13,7 @@ from typing import Any
 from engine.agents.loop import EpisodeLimits
 from engine.agents.registry import Registry, load_registry
 from engine.protocol.episode import EpisodeResult, RunContext, run_episode
-from engine.protocol.kinds import UnitContext
+from engine.protocol.kinds import UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
 from engine.tasks.importing import import_paths
 from engine.tasks.loader import load_task
@@ -144,6 +144,24 @@ def run_with_retries(
         r += 1
     assert result is not None
     return result
+
+
+@dataclass
+class Tally:
+    """What a unit ran: episodes run and reused, and their cost."""
+
+    run: int = 0
+    reused: int = 0
+    cost: float = 0.0
+
+    def add(self, result: EpisodeResult) -> EpisodeResult:
+        self.run += not result.reused
+        self.reused += result.reused
+        self.cost += result.cost_usd
+        return result
+
+    def unit(self, name: str, ok: bool, summary: dict[str, Any], error: str = "") -> UnitResult:
+        return UnitResult(name, ok, self.run, self.reused, self.cost, summary, error)
 
 
 def cli_line(verb: str, params: dict[str, Any], flags: dict[str, str]) -> str:

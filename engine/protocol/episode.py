@@ -162,7 +162,12 @@ def run_episode(
         "fault_family": spec.fault,
         "seed": spec.seed(),
         "spec_json": json.dumps(
-            {**spec.key_material(model, prompt_text), "run_key": run_key}, default=str
+            {
+                **spec.key_material(model, prompt_text),
+                "run_key": run_key,
+                "replay_of": spec.replay_of,
+            },
+            default=str,
         ),
         "segments_total": len(task.segments),
     }
@@ -504,7 +509,7 @@ class _Runner:
         if self.solution_uploaded:
             sandbox.exec_root(["rm", "-rf", SOLUTION_DIR])
             self.solution_uploaded = False
-        uses_solution = self.spec.agent == "oracle" or self.spec.mode == "validate"
+        uses_solution = self.spec.agent == "oracle" or self.spec.solution
         if uses_solution and segment.solution_dir is not None:
             sandbox.put_path(segment.solution_dir, SOLUTION_DIR, owner="root", readable=True)
             self.solution_uploaded = True

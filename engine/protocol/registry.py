@@ -13,6 +13,7 @@ KIND_MODULES = {
     "ladder": "engine.protocol.measure",
     "audit": "engine.protocol.measure",
     "episodes": "engine.protocol.faulted",
+    "replay": "engine.protocol.replay",
 }
 
 

@@ -42,6 +42,9 @@ class EpisodeSpec:
     variant: str = ""
     # Which try of this run after infrastructure errors (0 = the first).
     retry: int = 0
+    # The reference solution is at /solution (the oracle agent always has it; validation probes
+    # and replays of oracle runs ask for it).
+    solution: bool = False
 
     @property
     def label(self) -> str:

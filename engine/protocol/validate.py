@@ -38,6 +38,7 @@ from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
 from store import protocol as sp
+from store.triage import FLAG_GRADER_ACCEPTS
 
 SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
 MAX_MUTATED_FILES = 4
@@ -69,6 +70,7 @@ class _Audit:
             variant=variant,
             planted=self.level,
             accept_risk=self.accept_risk,
+            solution=True,
             limits=common.episode_limits(self.params),
             **kw,
         )
@@ -254,6 +256,8 @@ class _Audit:
             self.detail["discrimination"][path] = {"ok": ok, "why": why, "failed": failed}
             if not ok:
                 self.reasons.append(f"the tests accept wrong output in {path}: {why}")
+                if FLAG_GRADER_ACCEPTS not in self.flags:
+                    self.flags.append(FLAG_GRADER_ACCEPTS)
         _remember(self.unit, probe.episode_id, seen)
         if not files:
             self.detail["discrimination_note"] = "the tests name no file the reference writes"
