@@ -42,3 +42,15 @@ def test_oracle_passes_and_nop_fails_every_demo_task(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"0 episode(s) run, {2 * len(folders)} reused" in " ".join(again.stderr.split())
     assert json.loads(again.stdout) == rows
+
+    # A replay re-executes the stored commands in a fresh environment: same verdict, same
+    # outputs, recorded as a replay of the original.
+    chosen = next(r["episodes"] for r in rows if r["task"] == "demo/error-count")
+    replayed = depthtui("replay", *map(str, chosen), "--json", db=db)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    results = json.loads(replayed.stdout)
+    assert [r["episode"] for r in results] == chosen
+    for r in results:
+        assert r["agree"] and r["replay"] not in chosen, r
+    oracle = next(r for r in results if r["original_passed"])
+    assert oracle["replay_passed"] and oracle["same_outputs"] == 1
