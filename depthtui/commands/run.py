@@ -106,9 +106,16 @@ def submit(
 
 def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tuple[Store, int, str]:
     """Store a job with exactly these parameters, then run it here or hand it to the engine."""
+    from engine.agents.prompts import PromptError
+    from engine.agents.registry import RegistryError
+    from engine.protocol.common import check_params
     from engine.protocol.registry import get_kind
     from store.jobs import submit_job
 
+    try:
+        check_params(params)
+    except (RegistryError, PromptError) as exc:
+        fail(str(exc))
     cli = get_kind(kind).describe(params)
     job_id = submit_job(store, kind, params, cli)
     if detach:

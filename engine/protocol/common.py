@@ -82,6 +82,19 @@ def load_unit_task(store: Store, task_id: str) -> Task:
     return task
 
 
+def check_params(params: dict[str, Any]) -> None:
+    """Fail before a job is stored when it names a model or prompt that does not exist (the
+    errors name the registry file and the known names)."""
+    from engine.agents.prompts import load_prompt
+
+    registry = registry_for(params)
+    for model in params.get("models") or []:
+        registry.get(model)
+    for prompt in [params.get("prompt"), *(params.get("prompts") or [])]:
+        if prompt:
+            load_prompt(prompt)
+
+
 def run_context(unit: UnitContext, registry: Registry) -> RunContext:
     from store.db import default_path
 
