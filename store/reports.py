@@ -42,6 +42,16 @@ def estimates(conn: sqlite3.Connection, protocol: str) -> list[dict]:
     return rows
 
 
+def fault_protocols(conn: sqlite3.Connection) -> list[str]:
+    """Protocols measured under a fault (recovery depth): "ladder+<family>", "audit+<family>"."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT protocol FROM estimates WHERE protocol LIKE '%+%' ORDER BY protocol"
+        )
+    ]
+
+
 def done_episodes(
     conn: sqlite3.Connection,
     modes: tuple[str, ...],

@@ -264,8 +264,11 @@ def test_a_job_taken_over_meanwhile_is_left_to_its_new_owner(store: Store) -> No
     thread = threading.Thread(target=lambda: result.update(o=run(store, job_id)))
     thread.start()
     wait_for(lambda: episodes(store, job_id))
-    # Another engine wrongly decided we were dead and requeued the job.
-    take_over(store, alive=lambda owner, hb: False)
+    # Another engine wrongly decided we were dead and requeued the job. Only this job's owner
+    # is judged dead: anything else on the machine (other tests' containers) stays alive.
+    wait_for(lambda: get_job(store, job_id).owner)
+    ours = get_job(store, job_id).owner
+    take_over(store, alive=lambda owner, hb: owner != ours)
     thread.join(60)
     assert result["o"].status == "lost"
     assert get_job(store, job_id).status == "queued"

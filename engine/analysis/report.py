@@ -207,12 +207,7 @@ def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str
     clean = {r["id"]: r["D"] for r in rows if r["D"] is not None}
     ids = {r["id"] for r in rows}
     out = []
-    families = [
-        p[0]
-        for p in conn.execute(
-            "SELECT DISTINCT protocol FROM estimates WHERE protocol LIKE 'ladder+%'"
-        )
-    ]
+    families = q.fault_protocols(conn)
     for protocol in families:
         for e in q.estimates(conn, protocol):
             if e["model"] != SUMMARY_MODEL or e["estimate"] is None or e["task_id"] not in ids:

@@ -17,6 +17,7 @@ import ast
 import re
 import shlex
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -426,11 +427,17 @@ def _agent_path(word: str, roots: Sequence[str], *, relative_ok: bool) -> bool:
     return relative_ok and word.endswith(SCRIPT_SUFFIXES)
 
 
+# CPython 3.11's parser is not safe to enter from two threads at once (gh-106905: "AST
+# constructor recursion depth mismatch"), and parallel workers verify at the same time.
+_PARSE_LOCK = threading.Lock()
+
+
 def scan_python(
     name: str, source: str, *, local_modules: Iterable[str] = (), roots: Sequence[str] = ()
 ) -> list[Evidence]:
     try:
-        tree = ast.parse(source, filename=name)
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename=name)
     except SyntaxError:
         # It cannot be collected either, and a collection error fails the verifier closed.
         return []
