@@ -20,11 +20,10 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits(params)
     summary: dict[str, Any] = {"W": task.work, "segments": len(task.segments)}
-    run = reused = 0
-    cost = 0.0
+    tally = common.Tally()
     for agent in ("oracle", "nop"):
         if unit.should_stop():
-            return UnitResult(task_id, False, run, reused, cost, summary, "stopped")
+            return tally.unit(task_id, False, summary, "stopped")
         spec = EpisodeSpec(
             task_id=task.id,
             task_hash=task.content_hash,
@@ -33,14 +32,11 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             limits=limits,
             accept_risk=bool(params.get("accept_risk")),
         )
-        result = common.run_with_retries(
-            ctx, task, spec, retry_errors=bool(params.get("retry_errors"))
+        result = tally.add(
+            common.run_with_retries(ctx, task, spec, retry_errors=bool(params.get("retry_errors")))
         )
-        run += not result.reused
-        reused += result.reused
-        cost += result.cost_usd
         if result.status != "done":
-            return UnitResult(task_id, False, run, reused, cost, summary, "interrupted")
+            return tally.unit(task_id, False, summary, "interrupted")
         summary[agent] = {
             "episode": result.episode_id,
             "passed": result.passed,
@@ -58,7 +54,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     summary["ok"] = not problems
     summary["problems"] = problems
     infra = bool(oracle["error"] or nop["error"])
-    return UnitResult(task_id, not infra, run, reused, cost, summary, "; ".join(problems))
+    return tally.unit(task_id, not infra, summary, "; ".join(problems))
 
 
 def describe(params: dict[str, Any]) -> str:

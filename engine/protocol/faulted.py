@@ -35,23 +35,17 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
         task = common.load_unit_task(unit.store, task_id)
     except TaskError as exc:
         return UnitResult(task_id, False, error=str(exc))
-    run = reused = 0
-    cost = 0.0
+    tally = common.Tally()
     contract = sp.get_contract(unit.store, task_id)
     if contract is None or contract["task_hash"] != task.content_hash:
         validated = validate.run_unit(unit, task_id)
-        run, reused, cost = validated.episodes_run, validated.episodes_reused, validated.cost_usd
+        tally = common.Tally(validated.episodes_run, validated.episodes_reused, validated.cost_usd)
         if not validated.ok:
-            return UnitResult(task_id, False, run, reused, cost, {}, validated.error)
+            return tally.unit(task_id, False, {}, validated.error)
         contract = sp.get_contract(unit.store, task_id)
     if not contract["valid"]:
-        return UnitResult(
-            task_id,
-            True,
-            run,
-            reused,
-            cost,
-            {"skipped": "invalid task: " + "; ".join(contract["reasons"])},
+        return tally.unit(
+            task_id, True, {"skipped": "invalid task: " + "; ".join(contract["reasons"])}
         )
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits({**DEFAULT_LIMITS, **_set(params)})
@@ -67,7 +61,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             for prompt in prompts:
                 for attempt in range(attempts):
                     if unit.should_stop():
-                        return UnitResult(task_id, False, run, reused, cost, summary, "stopped")
+                        return tally.unit(task_id, False, summary, "stopped")
                     spec = EpisodeSpec(
                         task_id=task.id,
                         task_hash=task.content_hash,
@@ -81,18 +75,17 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                         limits=limits,
                         accept_risk=bool(params.get("accept_risk")),
                     )
-                    result = common.run_with_retries(
-                        ctx,
-                        task,
-                        spec,
-                        contract=contract,
-                        retry_errors=bool(params.get("retry_errors")),
+                    result = tally.add(
+                        common.run_with_retries(
+                            ctx,
+                            task,
+                            spec,
+                            contract=contract,
+                            retry_errors=bool(params.get("retry_errors")),
+                        )
                     )
-                    run += not result.reused
-                    reused += result.reused
-                    cost += result.cost_usd
                     if result.status != "done":
-                        return UnitResult(task_id, False, run, reused, cost, summary, "stopped")
+                        return tally.unit(task_id, False, summary, "stopped")
                     if result.error_kind:
                         errors.append(f"{spec.label}: {result.error_kind}")
                     key = f"{model}|{prompt}|{family}"
@@ -103,7 +96,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                             "collateral": result.collateral,
                         }
                     )
-    return UnitResult(task_id, not errors, run, reused, cost, summary, "; ".join(errors))
+    return tally.unit(task_id, not errors, summary, "; ".join(errors))
 
 
 def _set(params: dict[str, Any]) -> dict[str, Any]:

@@ -35,14 +35,13 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     limits = common.episode_limits(params, **measurement_limits(params))
     attempts = int(params.get("attempts") or DEFAULT_ATTEMPTS)
     summary: dict[str, Any] = {}
-    run = reused = 0
-    cost = 0.0
+    tally = common.Tally()
     errors: list[str] = []
     for model in models:
         results = []
         for attempt in range(attempts):
             if unit.should_stop():
-                return UnitResult(task_id, False, run, reused, cost, summary, "stopped")
+                return tally.unit(task_id, False, summary, "stopped")
             spec = EpisodeSpec(
                 task_id=task.id,
                 task_hash=task.content_hash,
@@ -53,14 +52,13 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                 limits=limits,
                 accept_risk=bool(params.get("accept_risk")),
             )
-            result = common.run_with_retries(
-                ctx, task, spec, retry_errors=bool(params.get("retry_errors"))
+            result = tally.add(
+                common.run_with_retries(
+                    ctx, task, spec, retry_errors=bool(params.get("retry_errors"))
+                )
             )
-            run += not result.reused
-            reused += result.reused
-            cost += result.cost_usd
             if result.status != "done":
-                return UnitResult(task_id, False, run, reused, cost, summary, "interrupted")
+                return tally.unit(task_id, False, summary, "interrupted")
             if result.error_kind:
                 errors.append(f"{model} #{attempt + 1}: {result.error_kind}")
             results.append(result)
@@ -71,7 +69,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             "N": min(passing) if passing else None,
             "episodes": [r.episode_id for r in results],
         }
-    return UnitResult(task_id, not errors, run, reused, cost, summary, "; ".join(errors))
+    return tally.unit(task_id, not errors, summary, "; ".join(errors))
 
 
 def describe(params: dict[str, Any]) -> str:

@@ -62,15 +62,14 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
     protocol = protocol_name(kind, fault)
     outcomes: dict[Run, Outcome] = {}
     episodes: dict[str, int] = {}
-    run_count = reused = 0
-    cost = 0.0
+    tally = common.Tally()
     while True:
         state = evaluate(models, outcomes, caps)
         _write_estimates(unit, task, protocol, models, state, episodes)
         if state.finished:
             break
         if unit.should_stop():
-            return UnitResult(task_id, False, run_count, reused, cost, _summary(state), "stopped")
+            return tally.unit(task_id, False, _summary(state), "stopped")
         run = state.next
         spec = EpisodeSpec(
             task_id=task.id,
@@ -85,27 +84,23 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
             limits=limits,
             accept_risk=bool(params.get("accept_risk")),
         )
-        result = common.run_with_retries(
-            ctx, task, spec, contract=contract, retry_errors=bool(params.get("retry_errors"))
+        result = tally.add(
+            common.run_with_retries(
+                ctx, task, spec, contract=contract, retry_errors=bool(params.get("retry_errors"))
+            )
         )
-        run_count += not result.reused
-        reused += result.reused
-        cost += result.cost_usd
         if result.status != "done":
-            return UnitResult(task_id, False, run_count, reused, cost, _summary(state), "stopped")
+            return tally.unit(task_id, False, _summary(state), "stopped")
         episodes[f"{run.model}|{run.cap}|{run.attempt}"] = result.episode_id
         if result.error_kind:
-            return UnitResult(
+            return tally.unit(
                 task_id,
                 False,
-                run_count,
-                reused,
-                cost,
                 _summary(state),
                 f"{spec.label}: {result.error_kind} error after retries: {result.error_detail}",
             )
         outcomes[run] = Outcome(passed=result.passed, turns=result.turns)
-    return UnitResult(task_id, True, run_count, reused, cost, _summary(state))
+    return tally.unit(task_id, True, _summary(state))
 
 
 def _summary(state: LadderState) -> dict[str, Any]:

@@ -55,8 +55,7 @@ class _Audit:
         self.reasons: list[str] = []
         self.flags: list[str] = []
         self.detail: dict[str, Any] = {}
-        self.run = self.reused = 0
-        self.cost = 0.0
+        self.tally = common.Tally()
         self.infra: str | None = None
 
     # --- running probes ------------------------------------------------------------------------
@@ -83,9 +82,7 @@ class _Audit:
         result = common.run_with_retries(
             self.ctx, self.task, spec, retry_errors=bool(self.params.get("retry_errors")), **kw
         )
-        self.run += not result.reused
-        self.reused += result.reused
-        self.cost += result.cost_usd
+        self.tally.add(result)
         self.detail.setdefault("episodes", {})[spec.label] = result.episode_id
         if result.status != "done":
             self.infra = "stopped"
@@ -397,16 +394,14 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     audit = _Audit(unit, ctx, task)
     contract = audit.audit()
     if contract is None:
-        return UnitResult(
-            task_id, False, audit.run, audit.reused, audit.cost, {}, audit.infra or "stopped"
-        )
+        return audit.tally.unit(task_id, False, {}, audit.infra or "stopped")
     summary = {
         "valid": contract["valid"],
         "reasons": contract["reasons"],
         "fault_families": sorted(contract["fault_targets"]),
         "flags": contract["flags"],
     }
-    return UnitResult(task_id, True, audit.run, audit.reused, audit.cost, summary)
+    return audit.tally.unit(task_id, True, summary)
 
 
 def describe(params: dict[str, Any]) -> str:
