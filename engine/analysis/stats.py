@@ -7,7 +7,6 @@ printed twice shows the same interval.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -57,19 +56,28 @@ def cluster_rate(
     if episodes == 0:
         return Rate(None, None, None, 0, 0, 0)
     value = successes / episodes
-    rng = random.Random(seed)
-    draws = []
-    for _ in range(samples):
-        s = n = 0
-        for _ in range(len(clusters)):
-            cs, cn = clusters[rng.randrange(len(clusters))]
-            s += cs
-            n += cn
-        draws.append(s / n)
-    draws.sort()
+    draws = sorted(_bootstrap_draws(clusters, samples, seed))
     low = draws[int(0.025 * (samples - 1))]
     high = draws[math.ceil(0.975 * (samples - 1))]
     return Rate(value, low, high, successes, episodes, len(clusters))
+
+
+def _bootstrap_draws(clusters: list[tuple[int, int]], samples: int, seed: int) -> list[float]:
+    """The pooled rate of `samples` resamples of the clusters. Vectorized: a report has a few
+    dozen rates over hundreds of tasks, which drawing one index at a time took seconds for.
+    Drawn in blocks so that thousands of tasks stay within a few megabytes."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    k = len(clusters)
+    succ = np.array([s for s, _ in clusters], dtype=np.int64)
+    size = np.array([n for _, n in clusters], dtype=np.int64)
+    block = max(1, 500_000 // k)
+    out: list[float] = []
+    for start in range(0, samples, block):
+        picks = rng.integers(0, k, size=(min(block, samples - start), k))
+        out += (succ[picks].sum(axis=1) / size[picks].sum(axis=1)).tolist()
+    return out
 
 
 def ranks(values: Sequence[float]) -> list[float]:
