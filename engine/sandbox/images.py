@@ -43,6 +43,8 @@ _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _STAGE = re.compile(r"\s+AS\s+(\S+)", re.IGNORECASE)
+# The classic builder colours a step's stderr; the log and its tail are read as plain text.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ def build_image(
     if _have(client, tag):
         kept = log_path if log_path.exists() else None
         return ImageResult(tag=tag, built=False, warnings=tuple(warnings), log_path=kept)
+    if tag in _FAILED_BUILDS:
+        raise SandboxError("build", _FAILED_BUILDS[tag])
 
     with tempfile.TemporaryFile() as context, log_path.open("w", encoding="utf-8") as log:
         for warning in warnings:
@@ -147,6 +151,10 @@ def _have(client: docker.DockerClient, ref: str) -> bool:
 
 # Refs a pull already failed for in this process: offline, each would fail again the same way.
 _UNPULLABLE: set[str] = set()
+# Build errors of the task's own Dockerfile (a step failed, the file did not parse, the build ran
+# past its time), by tag: the same content fails the same way, so a retry or the task's next
+# episode gets the recorded error instead of building again. Engine trouble is not kept.
+_FAILED_BUILDS: dict[str, str] = {}
 
 
 def _pull(client: docker.DockerClient, ref: str) -> bool:
@@ -163,6 +171,9 @@ def _pull(client: docker.DockerClient, ref: str) -> bool:
 
 
 _DROP_USER = "userdel -r user >/dev/null 2>&1 || true"
+# The official python images answer to `python`; task scripts call it by that name.
+_PYTHON_NAME = "ln -sf /usr/bin/python3 /usr/local/bin/python"
+_PYTHON_IMAGE = re.compile(r"(^|/)python([:@]|$)", re.IGNORECASE)
 
 
 def _resolve_froms(
@@ -203,8 +214,10 @@ def _resolve_froms(
             ending = "\n" if line.endswith("\n") else ""
             lines[i] = f"{m.group(1)}{m.group(2)}{BASE_IMAGE}{m.group(4).rstrip()}\n"
             # Look like the stock image asked for: no `user` account (a task that creates it
-            # would otherwise fail) and the root folder as working directory.
-            lines[i] += f"WORKDIR /\nRUN {_DROP_USER}{ending}"
+            # would otherwise fail), the root folder as working directory, and `python` where
+            # a python image was asked for.
+            setup = _DROP_USER + (f" && {_PYTHON_NAME}" if _PYTHON_IMAGE.search(ref) else "")
+            lines[i] += f"WORKDIR /\nRUN {setup}{ending}"
         if stage:
             stages.add(stage.group(1).lower())
     return "".join(lines), base_ids, substituted
@@ -307,6 +320,7 @@ def _run_build(
         "labels": json.dumps({"depthtui.task": task.id, **labels}),
     }
     error = ""
+    task_fault = False  # the Dockerfile failed, not the engine
     expired = threading.Event()
     try:
         response = api.post(
@@ -337,9 +351,9 @@ def _run_build(
             log.write(f"ERROR: {error}\n")
         else:
             for chunk in json_stream(response.iter_content(chunk_size=None, decode_unicode=False)):
-                line = chunk.get("stream") or chunk.get("status") or ""
+                line = _ANSI.sub("", chunk.get("stream") or chunk.get("status") or "")
                 if chunk.get("error"):
-                    error = chunk["error"]
+                    error, task_fault = chunk["error"], True
                     line = f"ERROR: {error}\n"
                 if line:
                     log.write(line if line.endswith("\n") else line + "\n")
@@ -356,15 +370,17 @@ def _run_build(
     if expired.is_set():
         error = f"the build took longer than build_timeout_sec = {limit:g} s and was stopped"
         log.write(f"ERROR: {error}\n")
+        task_fault = True
     elif not error and not _have(client, tag):
         error = "the build ended without producing the image"
         log.write(f"ERROR: {error}\n")
     log.flush()
     if error:
         tail = _tail(Path(log.name), LOG_TAIL_LINES)
-        raise SandboxError(
-            "build", f"building the image of {task.id} failed (log: {log.name}):\n{tail}"
-        )
+        detail = f"building the image of {task.id} failed (log: {log.name}):\n{tail}"
+        if task_fault:
+            _FAILED_BUILDS[tag] = detail
+        raise SandboxError("build", detail)
 
 
 def _tail(path: Path, lines: int) -> str:
