@@ -61,6 +61,7 @@ class RichJobDisplay(JobListener):
         )
         self._job: TaskID | None = None
         self._units: dict[str, TaskID] = {}
+        self._warned: set[tuple[str, str]] = set()
 
     def __enter__(self) -> RichJobDisplay:
         self.bars.start()
@@ -76,6 +77,12 @@ class RichJobDisplay(JobListener):
         self._line(unit, "starting")
 
     def event(self, event: ProgressEvent) -> None:
+        if event.phase == "warning":
+            # Said once per job: every episode of a task meets the same substituted image.
+            if (event.unit, event.detail) not in self._warned:
+                self._warned.add((event.unit, event.detail))
+                self.console.print(f"[yellow]warning:[/] {event.detail}", highlight=False)
+            return
         line = self._line(event.unit, describe_event(event))
         if event.phase == "agent" and event.turn is not None and event.cap:
             self.bars.update(line, total=event.cap, completed=min(event.turn, event.cap))

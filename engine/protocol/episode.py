@@ -315,6 +315,8 @@ class _Runner:
                 self.ctx.log_dir / _slug(task.id),
                 labels={"depthtui.task": task.id},
             )
+        for warning in image.warnings:
+            self._event("warning", detail=warning)
         if image.warnings:
             sp.update_running_episode(
                 self.store,
