@@ -32,14 +32,22 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
         task = tasks.get(task_id)
         if task is None:
             continue
-        oracle = latest.get((task_id, "oracle"))
+        # A task without a reference solution (W unknown) has no reference run to judge.
+        oracle = latest.get((task_id, "oracle")) if task["work"] is not None else None
         nop = latest.get((task_id, "nop"))
-        problems = []
-        for name, e in (("reference", oracle), ("no-op", nop)):
+        problems = [] if task["work"] is not None else [NO_REFERENCE]
+        runs = [("no-op", nop)] if task["work"] is None else [("reference", oracle), ("no-op", nop)]
+        errors: dict[str, list[str]] = {}
+        for name, e in runs:
             if e is None:
                 problems.append(f"{name} run missing")
             elif e["error_kind"]:
-                problems.append(f"{name} run: {e['error_kind']} error")
+                errors.setdefault(_error_line(store, e), []).append(name)
+        # Both runs usually meet the same error (the image would not build): say it once.
+        problems += [
+            f"{' and '.join(names)} run{'s' if len(names) > 1 else ''}: {line}"
+            for line, names in errors.items()
+        ]
         if oracle and not oracle["error_kind"] and not oracle["passed"]:
             problems.append("the reference solution does not pass")
         if nop and not nop["error_kind"] and nop["passed"]:
@@ -58,6 +66,28 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be checked"
+DETAIL_LIMIT = 300
+
+
+def _error_line(store: Store, episode: dict) -> str:
+    """An errored run in one line: its kind, and the first and last lines of the detail (a
+    build error ends with the build log's tail, whose last line says what failed)."""
+    from store.episodes import get_episode
+
+    kind = episode["error_kind"]
+    detail = (get_episode(store.conn, episode["id"]) or {}).get("error_detail") or ""
+    lines = [line.strip() for line in detail.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return f"{kind} error"
+    first = lines[0].removeprefix(f"{kind}: ")
+    text = first if len(lines) == 1 else f"{first} ... {lines[-1]}"
+    if len(text) > DETAIL_LIMIT:
+        text = text[: DETAIL_LIMIT - 3] + "..."
+    return f"{kind} error: {text}"
 
 
 def print_check_results(store: Store, job_id: int, json_out: bool) -> None:

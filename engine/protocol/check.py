@@ -21,7 +21,10 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     limits = common.episode_limits(params)
     summary: dict[str, Any] = {"W": task.work, "segments": len(task.segments)}
     tally = common.Tally()
-    for agent in ("oracle", "nop"):
+    # Without a reference solution there is nothing for the oracle to run; doing nothing is
+    # still worth knowing about.
+    agents = ("oracle", "nop") if task.work is not None else ("nop",)
+    for agent in agents:
         if unit.should_stop():
             return tally.unit(task_id, False, summary, "stopped")
         spec = EpisodeSpec(
@@ -43,11 +46,18 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             "error": result.error_kind,
             "detail": result.error_detail,
         }
-    oracle, nop = summary["oracle"], summary["nop"]
+    nop = summary["nop"]
+    oracle = summary.get("oracle") or {"passed": None, "error": None, "detail": None}
     problems = []
     if oracle["error"] or nop["error"]:
         problems.append("infrastructure error: " + (oracle["detail"] or nop["detail"] or ""))
-    if not oracle["error"] and not oracle["passed"]:
+    if task.work is None:
+        missing = [s.name for s in task.segments if s.solution_script is None]
+        problems.append(
+            "no reference solution: no solve.sh for "
+            + ("the task" if not task.multi_segment else f"step(s) {', '.join(missing)}")
+        )
+    elif not oracle["error"] and not oracle["passed"]:
         problems.append("the reference solution does not pass")
     if not nop["error"] and nop["passed"]:
         problems.append("doing nothing passes (the grader accepts the untouched environment)")
