@@ -18,6 +18,7 @@ from engine.protocol.spec import EpisodeSpec
 from engine.tasks.importing import import_paths
 from engine.tasks.loader import load_task
 from engine.tasks.model import Task, TaskError
+from engine.verify.verdict import STATIC_ERROR_CODES
 from store import tasks as task_store
 from store.db import Store
 
@@ -150,13 +151,20 @@ def run_with_retries(
     r = 0
     while r < tries + extra:
         result = run_episode(ctx, task, replace(spec, retry=r), **kwargs)
-        if result.status != "done" or result.error_kind is None:
+        if result.status != "done" or result.error_kind is None or _repeats(result):
             return result
         if not result.reused:
             extra = 0  # the extra try was spent on a fresh run
         r += 1
     assert result is not None
     return result
+
+
+def _repeats(result: EpisodeResult) -> bool:
+    """An error of the task's own files (its tests need the network, say): a retry meets it
+    again, so none is made."""
+    code = (result.error_detail or "").split(":", 1)[0]
+    return result.error_kind == "verifier" and code in STATIC_ERROR_CODES
 
 
 @dataclass

@@ -77,6 +77,13 @@ class Verdict:
         return self.ok and self.tests_total > 0 and self.tests_passed == self.tests_total
 
 
+# Verifier errors decided from the task's files alone, before any container runs: every try of
+# the task meets the same one, so trying again only repeats it.
+STATIC_ERROR_CODES = frozenset(
+    {"conftest", "tests_unreadable", "agent_code", "needs_network", "missing_module", "no_test_sh"}
+)
+
+
 def failed_closed(
     code: str,
     detail: str,
