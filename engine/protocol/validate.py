@@ -37,6 +37,7 @@ from engine.tasks.hashing import env_hash, tests_hash
 from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
+from engine.verify.harbor_verifier import graded_tests
 from store import protocol as sp
 from store.triage import FLAG_GRADER_ACCEPTS
 
@@ -167,7 +168,14 @@ class _Audit:
         risky: list[str] = []
         programs: list[str] = []
         for seg in self.task.segments:
-            risk = scan_tests(seg.tests, home=self.task.home, workdir=self.task.workdir)
+            # The tests as the verifier runs them: Harbor's test.sh without the network
+            # preamble it drops; for pytest only the Python files (a test.sh beside them, as
+            # Endless Terminals ships, is never run).
+            if strict:
+                tests = graded_tests(seg.tests)
+            else:
+                tests = {n: p for n, p in seg.tests.items() if n.endswith(".py")}
+            risk = scan_tests(tests, home=self.task.home, workdir=self.task.workdir)
             for e in risk.evidence:
                 (risky if strict or e.in_process else programs).append(str(e))
         if programs:

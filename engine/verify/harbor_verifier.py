@@ -85,6 +85,20 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> H
     return HarborSpec(**values)
 
 
+def graded_tests(tests: Mapping[str, Path]) -> dict[str, Path | bytes]:
+    """The test files as the verifier runs them: test.sh after its offline rewrite, so a scan
+    for agent-written code does not count the network preamble the verifier drops. A test.sh
+    that cannot run offline is given as written (the verifier refuses it anyway)."""
+    files: dict[str, Path | bytes] = dict(tests)
+    if "test.sh" in tests:
+        try:
+            original = Path(tests["test.sh"]).read_text(errors="replace")
+            files["test.sh"] = rewrite_test_sh(original).script.encode()
+        except (OfflineError, OSError):
+            pass
+    return files
+
+
 def _error(code: str, detail: str, **extra: object) -> HarborVerdict:
     return HarborVerdict(
         rewards={},
