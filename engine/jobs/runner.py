@@ -303,7 +303,10 @@ class _Supervisor:
         if reason.startswith("engine stopping"):
             return "queued", f"{reason}: queued again; {counts}"
         if failed:
-            shown = "; ".join(f"{r.unit}: {r.error or 'failed'}" for r in failed[:5])
+            # First lines only: a unit's whole error (a build log's tail) was said as it ended.
+            shown = "; ".join(
+                f"{r.unit}: {(r.error or 'failed').splitlines()[0]}" for r in failed[:5]
+            )
             more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
             return "failed", f"{len(failed)} of {len(self.units)} unit(s) failed: {shown}{more}"
         if reason and (not_run or self.ctx.first_stop):
