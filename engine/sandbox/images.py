@@ -30,6 +30,7 @@ import docker.errors
 from docker.utils.json_stream import json_stream
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.buildkit import to_classic
 from engine.sandbox.dockerapi import connect
 from engine.tasks.model import Task
 
@@ -88,6 +89,7 @@ def build_image(
             return ImageResult(tag=BASE_IMAGE, built=False, warnings=(warning,))
         raise SandboxError("build", f"{task.source_path}: the task has no Dockerfile and no image")
 
+    text, notes = to_classic(text)
     text, base_ids, substituted = _resolve_froms(client, text, pull)
     for original in substituted:
         warning = (
@@ -119,6 +121,8 @@ def build_image(
     with tempfile.TemporaryFile() as context, log_path.open("w", encoding="utf-8") as log:
         for warning in warnings:
             log.write(f"warning: {warning}\n")
+        for note in notes:
+            log.write(f"note: {note}\n")
         _write_context(context, files, text)
         context.seek(0)
         _run_build(client, context, tag, task, labels or {}, log, say)

@@ -14,11 +14,26 @@ from dataclasses import dataclass
 LOCAL_IMAGE_PREFIXES = ("depthtui/",)
 
 
+# A heredoc marker (BuildKit syntax, in RUN, COPY and ADD): `<<EOF`, `<<-EOF`, `<<'EOF'`.
+_HEREDOC = re.compile(r"(?<![<\w])<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2")
+HEREDOC_KEYWORDS = ("RUN", "COPY", "ADD")
+
+
+@dataclass(frozen=True)
+class Heredoc:
+    delimiter: str
+    quoted: bool  # <<'EOF': no expansion in the body
+    strip_tabs: bool  # <<-EOF: leading tabs of body lines are dropped
+    body: str  # the lines between the instruction and the delimiter line, newlines kept
+
+
 @dataclass(frozen=True)
 class Instruction:
     line: int  # 1-based line where the instruction starts
     keyword: str  # upper case
     args: str
+    heredocs: tuple[Heredoc, ...] = ()
+    end: int = 0  # 1-based last line, heredoc bodies included
 
 
 @dataclass(frozen=True)
@@ -36,31 +51,55 @@ class DockerfileInfo:
 
 
 def instructions(text: str) -> list[Instruction]:
-    """Logical instructions: comments dropped, backslash continuations joined."""
+    """Logical instructions: comments dropped, backslash continuations joined, heredoc bodies
+    (BuildKit's `RUN <<EOF ... EOF`) taken into the instruction they belong to."""
     out: list[Instruction] = []
+    lines = text.splitlines(keepends=True)
     buf: list[str] = []
     start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
+    i = 0
+    while i < len(lines):
+        number, stripped = i + 1, lines[i].strip()
+        i += 1
         if not buf and (not stripped or stripped.startswith("#")):
             continue
         if buf and stripped.startswith("#"):
             continue  # comment lines inside a continuation are skipped by Docker too
         if not buf:
             start = number
-        if stripped.endswith("\\"):
+        if stripped.endswith("\\") and i < len(lines):
             buf.append(stripped[:-1])
             continue
-        buf.append(stripped)
+        buf.append(stripped.removesuffix("\\"))
         joined = " ".join(part.strip() for part in buf).strip()
         buf = []
         keyword, _, args = joined.partition(" ")
-        out.append(Instruction(start, keyword.upper(), args.strip()))
-    if buf:
-        joined = " ".join(part.strip() for part in buf).strip()
-        keyword, _, args = joined.partition(" ")
-        out.append(Instruction(start, keyword.upper(), args.strip()))
+        keyword = keyword.upper()
+        docs, i = _heredocs(keyword, args, lines, i)
+        out.append(Instruction(start, keyword, args.strip(), docs, i if docs else number))
     return out
+
+
+def _heredocs(keyword: str, args: str, lines: list[str], i: int) -> tuple[tuple[Heredoc, ...], int]:
+    """The heredocs an instruction opens, read from lines[i:], and the index after them. Only
+    markers whose delimiter line exists count: anything else is left to Docker to reject."""
+    if keyword not in HEREDOC_KEYWORDS:
+        return (), i
+    first = i
+    docs: list[Heredoc] = []
+    for match in _HEREDOC.finditer(args):
+        strip_tabs, quoted, delimiter = match.group(1) == "-", bool(match.group(2)), match.group(3)
+        body: list[str] = []
+        for j in range(i, len(lines)):
+            candidate = lines[j].rstrip("\r\n")
+            if (candidate.lstrip("\t") if strip_tabs else candidate) == delimiter:
+                docs.append(Heredoc(delimiter, quoted, strip_tabs, "".join(body)))
+                i = j + 1
+                break
+            body.append(lines[j])
+        else:
+            return (), first
+    return tuple(docs), i
 
 
 def _substitute(value: str, args: dict[str, str]) -> str:
