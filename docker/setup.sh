@@ -58,7 +58,8 @@ setup_docker() {
     if ! pgrep -x dockerd >/dev/null 2>&1; then
         say "docker engine: starting dockerd in the background (log: $DOCKERD_LOG)"
         mkdir -p "$(dirname "$DOCKERD_LOG")"
-        nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+        # setsid: the engine outlives the shell (and the session) that started it.
+        setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
         disown || true
     fi
     for _ in $(seq 1 60); do

@@ -212,10 +212,18 @@ class DockerSandbox:
         killed when that is known. The agent's shell is among them: the next `run` starts a
         new one and says so."""
         self._check_open()
-        before = self._list_uid() if self.agent_uid != 0 else []
-        if self.shell is not None:
-            self.shell.abandon("the harness ended every process of the agent, the shell included")
         if self.agent_uid != 0:
+            swept = self.exec_as(
+                str(self.agent_uid), procs.sh(procs.KILL_OWN, self.agent_uid), timeout=30
+            )
+            if self.shell is not None:
+                self.shell.abandon(
+                    "the harness ended every process of the agent, the shell included"
+                )
+            if swept.exit_code == 0:
+                return procs.parse_pids(swept.stdout)
+            # The sweep could not finish (no room for its shell, say): list, kill, check.
+            before = self._list_uid()
             # kill(-1) as the agent reaches every process of that uid in one atomic sweep, so a
             # fork bomb cannot outrun it.
             for _ in range(5):
@@ -223,6 +231,8 @@ class DockerSandbox:
                 if not self._list_uid():
                     break
             return before
+        if self.shell is not None:
+            self.shell.abandon("the harness ended every process of the agent, the shell included")
         result = self.exec_root(procs.sh(procs.KILL_UID, 0, self.sleeper_pid or 1))
         return procs.parse_pids(result.stdout)
 

@@ -90,6 +90,47 @@ exit 0
 """
 )
 
+# $1 = the agent's uid. Run AS the agent: prints its processes (this script aside), then
+# kill(-1) sweeps every one of them at once, again until nothing is left to signal (Linux does
+# not signal the caller), so even a fork bomb is gone when it exits 0. One exec instead of a
+# list, a kill and a check.
+KILL_OWN = (
+    _LIST
+    + r"""
+me=$$; target=$1
+# Is any other live process of ours left? (Killed ones linger as zombies until reaped, and
+# signalling a zombie still "succeeds", so kill's own status cannot say.)
+others() {
+    for d in /proc/[0-9]*; do
+        p=${d#/proc/}
+        [ "$p" = "$me" ] && continue
+        read -r line 2>/dev/null < "$d/stat" || continue
+        set -- ${line##*) }
+        [ "$1" = Z ] || [ "$2" = "$me" ] && continue
+        while read -r key a _ ; do
+            if [ "$key" = "Uid:" ]; then [ "$a" = "$target" ] && return 0; break; fi
+        done 2>/dev/null < "$d/status"
+    done
+    return 1
+}
+procs=$(list_procs)
+while read -r p pp uid start comm; do
+    [ "$uid" = "$target" ] || continue
+    [ "$p" = "$me" ] || [ "$pp" = "$me" ] && continue
+    echo "$p $comm"
+done <<EOF
+$procs
+EOF
+i=0
+while [ $i -lt 50 ]; do
+    kill -9 -1 2>/dev/null || exit 0
+    others || exit 0
+    i=$((i + 1))
+done
+exit 1
+"""
+)
+
 # $1 = a uid. Prints "pid comm" for each process of that uid.
 LIST_UID = (
     _LIST
