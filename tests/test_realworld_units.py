@@ -5,6 +5,7 @@ rewrite of BuildKit-only Dockerfile syntax for the classic builder."""
 from __future__ import annotations
 
 import base64
+import shutil
 
 import pytest
 
@@ -272,3 +273,14 @@ def test_every_fixture_dockerfile_reads():
     for path in sorted(REALWORLD.glob("*/*/environment/Dockerfile")):
         info = dockerfile.parse(path.read_text())
         assert any(i.keyword == "FROM" for i in info.instructions), path
+
+
+def test_a_separate_verifier_environment_is_warned_about(tmp_path):
+    folder = tmp_path / "ds" / "separate"
+    shutil.copytree(REALWORLD / "harbor/legacy-config", folder)
+    toml = folder / "task.toml"
+    toml.write_text(
+        toml.read_text().replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n')
+    )
+    warnings = load_task(folder).warnings
+    assert any("environment_mode = 'separate' is not supported" in w for w in warnings)

@@ -584,6 +584,16 @@ def load(folder: Path, dataset: str) -> Task:
             prefix = "" if not raw_steps else f"step '{segment.name}': "
             warnings += [prefix + w for w in _network_preamble(test_sh, _rel(test_sh, folder))]
 
+    modes = [top.table("verifier").text("environment_mode")] + [
+        Fields(raw, path, f"steps[{i}]").table("verifier").text("environment_mode")
+        for i, raw in enumerate(raw_steps or [])
+    ]
+    if "separate" in modes:
+        warnings.append(
+            "[verifier].environment_mode = 'separate' is not supported: depthtui runs test.sh "
+            "in a snapshot of the agent's container"
+        )
+
     agent = top.table("agent")
     workdir = env_table.text("workdir")
     if workdir is not None and not workdir.startswith("/"):
