@@ -30,7 +30,8 @@ WORKERS = (1, 2)
 TARGET_OVERHEAD_S = 1.5
 
 # Timing keys measured inside the "agent" phase; every other key is a top-level phase.
-NESTED = ("calls", "model", "oracle")
+# Phases timed inside another phase (the agent's, or verify's), never summed on their own.
+NESTED = ("calls", "model", "oracle", "teardown_during_verify")
 PHASES = (
     ("image", "image"),
     ("start", "start"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -456,7 +457,7 @@ class _Runner:
                     after_agent(self.sandbox, self.oracle, self.state)
                 self._final_check()
                 graded_final = True
-            grade = self._grade(idx)
+            grade = self._grade(idx, last)
             grades.append(grade)
             ep.finish_segment_run(
                 self.store,
@@ -591,7 +592,7 @@ class _Runner:
                 restored_for_grading=restored,
             )
 
-    def _grade(self, idx: int) -> Grade:
+    def _grade(self, idx: int, last: bool) -> Grade:
         self._event("verify")
         with self._phase("verify"):
             return grade_sandbox(
@@ -602,7 +603,17 @@ class _Runner:
                 self.spec.accept_risk,
                 self.ctx.job_id,
                 self.eid,
+                meanwhile=self._close_container if last else None,
             )
+
+    def _close_container(self) -> None:
+        started = time.monotonic()
+        try:
+            self.sandbox.close()
+        except SandboxError:
+            pass  # teardown tries again; gc removes it by its labels otherwise
+        # Inside the "verify" phase's time already: kept apart so no phase counts it twice.
+        self.state.time("teardown_during_verify", time.monotonic() - started)
 
     def _finish(
         self,
@@ -713,12 +724,21 @@ def grade_sandbox(
     accept_risk: bool,
     job_id: int | None,
     episode_id: int,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Grade:
-    """Grade segment `idx` on a snapshot of the sandbox as it is now (the snapshot goes after)."""
+    """Grade segment `idx` on a snapshot of the sandbox as it is now (the snapshot goes after).
+    `meanwhile` runs in a thread while the snapshot is graded (the last segment removes the
+    agent's container then: nothing needs it any more)."""
     image = sandbox.snapshot()
+    worker = None
+    if meanwhile is not None:
+        worker = threading.Thread(target=meanwhile, daemon=True)
+        worker.start()
     try:
         return grade_snapshot(task, idx, image, contract, accept_risk, job_id, episode_id)
     finally:
+        if worker is not None:
+            worker.join()
         sandbox.remove_snapshot(image)
 
 
