@@ -9,6 +9,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from engine.sandbox import images
+from engine.sandbox.base import SandboxError
 from engine.sandbox.images import build_image
 from tests.fixtures_sandbox import TEST_LABELS, make_task
 
@@ -92,3 +94,29 @@ def test_buildkit_heredocs_build_on_the_classic_builder(tmp_path: Path) -> None:
     ]
     log = result.log_path.read_text() if result.log_path else ""
     assert "COPY heredoc rewritten for the classic builder" in log
+
+
+def test_a_failing_dockerfile_is_not_built_again_at_once(tmp_path: Path, monkeypatch) -> None:
+    # A broken task's retries and its next episodes meet the same failure: one build, not six.
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        "FROM ubuntu:24.04\nRUN apt-get install -y no-such-package-here\n"
+    )
+    task = make_task(
+        "realworld-test/fails", context_dir=context, dockerfile=context / "Dockerfile", image=None
+    )
+    logs = tmp_path / "logs"
+    with pytest.raises(SandboxError) as first:
+        build_image(task, logs, labels=TEST_LABELS)
+    [log] = logs.iterdir()
+    log.write_text("seen\n")  # a new build would write its log again
+    with pytest.raises(SandboxError) as again:
+        build_image(task, logs, labels=TEST_LABELS)
+    assert again.value.detail == first.value.detail
+    assert "no-such-package-here" in first.value.detail and log.read_text() == "seen\n"
+    # After a while it is tried again (a mirror may be back).
+    monkeypatch.setattr(images, "FAILED_BUILD_MEMORY_S", 0.0)
+    with pytest.raises(SandboxError):
+        build_image(task, logs, labels=TEST_LABELS)
+    assert "Unable to locate package no-such-package-here" in log.read_text()

@@ -115,8 +115,9 @@ def build_image(
     if _have(client, tag):
         kept = log_path if log_path.exists() else None
         return ImageResult(tag=tag, built=False, warnings=tuple(warnings), log_path=kept)
-    if tag in _FAILED_BUILDS:
-        raise SandboxError("build", _FAILED_BUILDS[tag])
+    failed = _FAILED_BUILDS.get(tag)
+    if failed is not None and time.monotonic() - failed[0] < FAILED_BUILD_MEMORY_S:
+        raise SandboxError("build", failed[1])
 
     with tempfile.TemporaryFile() as context, log_path.open("w", encoding="utf-8") as log:
         for warning in warnings:
@@ -158,7 +159,9 @@ _UNPULLABLE: set[str] = set()
 # Build errors of the task's own Dockerfile (a step failed, the file did not parse, the build ran
 # past its time), by tag: the same content fails the same way, so a retry or the task's next
 # episode gets the recorded error instead of building again. Engine trouble is not kept.
-_FAILED_BUILDS: dict[str, str] = {}
+# Remembered for a while only: a long-lived engine builds again once a mirror may be back.
+_FAILED_BUILDS: dict[str, tuple[float, str]] = {}
+FAILED_BUILD_MEMORY_S = 900.0
 
 
 def _pull(client: docker.DockerClient, ref: str) -> bool:
@@ -383,7 +386,7 @@ def _run_build(
         tail = _tail(Path(log.name), LOG_TAIL_LINES)
         detail = f"building the image of {task.id} failed (log: {log.name}):\n{tail}"
         if task_fault:
-            _FAILED_BUILDS[tag] = detail
+            _FAILED_BUILDS[tag] = (time.monotonic(), detail)
         raise SandboxError("build", detail)
 
 
