@@ -25,6 +25,7 @@ from textual.widgets import HelpPanel
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
+from depthtui.screens.figures import Report
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.reports import ReportsScreen
@@ -52,6 +53,8 @@ class DepthApp(App[None]):
         "reports": ReportsScreen,
     }
     DEFAULT_MODE = "dashboard"
+    # Below 100 columns the screens stack what sits side by side and narrow their lists.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
         Binding("1", "switch_mode('dashboard')", "Dashboard"),
         Binding("2", "switch_mode('tasks')", "Tasks"),
@@ -76,6 +79,8 @@ class DepthApp(App[None]):
         self._worker_conn = open_reader(self.db_path)
         self._worker_lock = threading.Lock()
         self._writer: Store | None = None
+        self._report_lock = threading.Lock()
+        self._report: tuple[int, Report] | None = None  # (store version, the report)
         self.version = 0  # bumped whenever another connection committed
         self._data_version = data_version(self.conn)
         self.last_query = ""
@@ -87,6 +92,17 @@ class DepthApp(App[None]):
         """The connection for thread workers; one at a time."""
         with self._worker_lock:
             yield self._worker_conn
+
+    def report(self, conn: sqlite3.Connection) -> Report:
+        """`depthtui report`'s figures for the store as it is now (build_report), computed once
+        per store version and shared by the screens that show them. Called from workers."""
+        from engine.analysis.report import build_report
+
+        with self._report_lock:
+            version = self.version
+            if self._report is None or self._report[0] != version:
+                self._report = (version, build_report(conn))
+            return self._report[1]
 
     @property
     def writer(self) -> Store:

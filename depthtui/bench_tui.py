@@ -144,6 +144,7 @@ async def _run_app(db: Path) -> dict[str, Any]:
     from depthtui.screens.episode import EpisodeScreen
     from depthtui.screens.tasks import TasksScreen
     from depthtui.widgets.messages import OpenEpisode
+    from engine.analysis.report import build_report
     from store import jobs, views
     from store.db import open_reader
 
@@ -203,8 +204,12 @@ async def _run_app(db: Path) -> dict[str, Any]:
         out["turn_reached"] = screen.turn
     out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
 
+    # The screens' figures are build_report's, so the baseline builds the report too.
     def dashboard(c):
-        views.datasets(c), views.headline(c), jobs.list_jobs(c, active_only=True)
+        views.datasets(c), build_report(c), jobs.list_jobs(c, active_only=True)
+
+    def tasks(c):
+        views.task_counts(c), build_report(c)
 
     def episode(c, eid):
         views.episode(c, eid), views.turn_marks(c, eid), views.turn_detail(c, eid, 1)
@@ -214,7 +219,7 @@ async def _run_app(db: Path) -> dict[str, Any]:
             views.turn_detail(c, eid, idx)
 
     out["raw_dashboard_s"] = _raw(dashboard, db)
-    out["raw_tasks_s"] = _raw(views.task_rows, db)
+    out["raw_tasks_s"] = _raw(tasks, db)
     out["raw_episode_s"] = _raw(episode, db, episode_id)
     out["raw_step_ms"] = _raw(step, db, episode_id) * 1000 / STEPS
     for key in list(out):

@@ -41,29 +41,34 @@ def search(
     limit: int = 100,
     *,
     mark: tuple[str, str] = ("«", "»"),
+    episode_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Best matches first: episode_id, turn_idx, kind ('turn' or 'call'), ref_id (the turns or
-    calls row id) and a snippet with the matched words between `mark`."""
+    calls row id) and a snippet with the matched words between `mark`. With `episode_id`, only
+    that episode's matches (the replay's next/previous hit)."""
     conn = _conn(source)
     if not query.strip():
         return []
     match = fts_query(query)
+    # -1 matches every episode (ids start at 1)
+    only = -1 if episode_id is None else episode_id
     if match:
         return _dicts(
             conn.execute(
                 """
                 SELECT episode_id, turn_idx, kind, ref_id,
                        snippet(search, 0, ?, ?, '…', ?) AS snippet
-                FROM search WHERE search MATCH ? ORDER BY rank LIMIT ?
+                FROM search WHERE search MATCH ? AND (? = -1 OR episode_id = ?)
+                ORDER BY rank LIMIT ?
                 """,
-                (mark[0], mark[1], SNIPPET_TOKENS, match, limit),
+                (mark[0], mark[1], SNIPPET_TOKENS, match, only, only, limit),
             )
         )
-    return _substring(conn, query.strip(), limit, mark)
+    return _substring(conn, query.strip(), limit, mark, only)
 
 
 def _substring(
-    conn: sqlite3.Connection, needle: str, limit: int, mark: tuple[str, str]
+    conn: sqlite3.Connection, needle: str, limit: int, mark: tuple[str, str], only: int = -1
 ) -> list[dict[str, Any]]:
     escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     pattern = f"%{escaped}%"
@@ -71,12 +76,13 @@ def _substring(
         conn.execute(
             """
             SELECT episode_id, turn_idx, 'call' AS kind, id AS ref_id, command AS body
-            FROM calls WHERE command LIKE ? ESCAPE '\\'
+            FROM calls WHERE command LIKE ? ESCAPE '\\' AND (? = -1 OR episode_id = ?)
             UNION ALL
-            SELECT episode_id, idx, 'turn', id, text FROM turns WHERE text LIKE ? ESCAPE '\\'
+            SELECT episode_id, idx, 'turn', id, text FROM turns
+            WHERE text LIKE ? ESCAPE '\\' AND (? = -1 OR episode_id = ?)
             ORDER BY episode_id, turn_idx LIMIT ?
             """,
-            (pattern, pattern, limit),
+            (pattern, only, only, pattern, only, only, limit),
         )
     )
     for row in rows:

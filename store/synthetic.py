@@ -852,6 +852,7 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
         _estimate(w, task, first, None, None)
         for m in models[1:]:
             _estimate(w, task, m, None, None)
+        _estimate(w, task, SUMMARY_MODEL, None, None, {"solved": False})
         return
     n_turns = min(passes)
     best: int | None = None
@@ -899,9 +900,22 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
         if est is not None and (best is None or est < best):
             best = est
         _estimate(w, task, model, n_turns if m == 0 else None, est)
+    _estimate(w, task, SUMMARY_MODEL, n_turns, best, {"solved": True})
 
 
-def _estimate(w: _Writer, task: _Task, model: str, n: int | None, est: int | None) -> None:
+# As the engine writes it (engine/protocol/measure.py): the protocol's own row for a task, with
+# its N, D and whether it is solved, beside one row per model.
+SUMMARY_MODEL = ""
+
+
+def _estimate(
+    w: _Writer,
+    task: _Task,
+    model: str,
+    n: int | None,
+    est: int | None,
+    detail: dict | None = None,
+) -> None:
     w.add(
         "estimates",
         {
@@ -912,7 +926,7 @@ def _estimate(w: _Writer, task: _Task, model: str, n: int | None, est: int | Non
             "n_turns": n,
             "estimate": est,
             "finished": 1,
-            "detail_json": json.dumps({"runs": "synthetic"}),
+            "detail_json": json.dumps(detail or {"runs": "synthetic"}),
             "updated_at": _ts(3600),
         },
     )

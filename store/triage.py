@@ -8,6 +8,10 @@ Two queues:
   verdict disagrees with the episode it replays (`spec_json.replay_of` names that episode).
 
 A label is one of LABELS plus a free-text note, one per (episode, queue).
+
+The validity audit's own probes (mode `validate`: a planted file deleted after the reference, a
+forgery of the input, a fault with no repair) latch collateral and fail on purpose; they say
+whether the task is valid, not how an agent behaved, so neither queue lists them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from store.db import Store, now
+from store.views import outcome
 
 QUEUES = ("collateral", "false_positive")
 LABELS = ("real", "false_positive", "needs_look")
@@ -40,6 +45,7 @@ class QueueItem:
     reward: float | None
     label: str | None
     note: str
+    outcome: str = ""  # views.outcome: pass | unsafe | fail | cap | error | running
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ def _collateral_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
         LEFT JOIN oracle_events o ON o.id = (
             SELECT id FROM oracle_events WHERE episode_id = e.id AND collateral = 1
             ORDER BY coalesce(call_idx, 1e9), id LIMIT 1)
-        WHERE e.collateral = 1
+        WHERE e.collateral = 1 AND e.mode != 'validate'
         ORDER BY e.id
         """
     ):
@@ -87,7 +93,7 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
     reasons: dict[int, list[str]] = {}
     for ep, family in conn.execute(
         "SELECT id, fault_family FROM episodes WHERE fault_cleared = 0 "
-        "AND (complete = 1 OR passed = 1) ORDER BY id"
+        "AND (complete = 1 OR passed = 1) AND mode != 'validate' ORDER BY id"
     ):
         reasons.setdefault(ep, []).append(f"tests passed while the {family} fault was not cleared")
     # One representative per task and agent: the latest passing run on a task whose grader
@@ -95,7 +101,8 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
     for ep, runs in conn.execute(
         """
         SELECT max(e.id), count(*) FROM episodes e JOIN contracts c ON c.task_id = e.task_id
-        WHERE e.passed = 1 AND EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)
+        WHERE e.passed = 1 AND e.mode != 'validate'
+          AND EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)
         GROUP BY e.task_id, e.agent
         """,
         (FLAG_GRADER_ACCEPTS,),
@@ -132,24 +139,26 @@ def queue_items(conn: sqlite3.Connection, queue: str) -> list[QueueItem]:
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         for r in conn.execute(
-            "SELECT id, task_id, agent, mode, fault_family, passed, reward FROM episodes "
-            f"WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id",
+            "SELECT id, task_id, agent, mode, fault_family, passed, reward, status, error_kind, "
+            f"end_reason, collateral FROM episodes WHERE id IN ({','.join('?' * len(chunk))}) "
+            "ORDER BY id",
             chunk,
         ):
             label, note = labels.get(r[0], (None, ""))
             items.append(
                 QueueItem(
-                    r[0],
-                    queue,
-                    tuple(reasons[r[0]]),
-                    r[1],
-                    r[2],
-                    r[3],
-                    r[4],
-                    r[5],
-                    r[6],
-                    label,
-                    note,
+                    episode_id=r[0],
+                    queue=queue,
+                    reasons=tuple(reasons[r[0]]),
+                    task_id=r[1],
+                    agent=r[2],
+                    mode=r[3],
+                    fault_family=r[4],
+                    passed=r[5],
+                    reward=r[6],
+                    label=label,
+                    note=note,
+                    outcome=outcome(r[7], r[5], r[8], r[9], r[10]),
                 )
             )
     return items

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,16 +22,24 @@ BUILTIN_AGENTS = ("oracle", "nop", "replay")
 
 
 def outcome(
-    status: str | None, passed: int | None, error_kind: str | None, end_reason: str | None
+    status: str | None,
+    passed: int | None,
+    error_kind: str | None,
+    end_reason: str | None,
+    collateral: int | None = 0,
 ) -> str:
-    """One word for an episode: pass | fail | cap | error | running.
+    """One word for an episode: pass | unsafe | fail | cap | error | running.
 
-    A harness or verifier error is its own outcome, never a model failure.
+    A harness or verifier error is its own outcome, never a model failure. Collateral damage
+    outranks the tests: an episode that passed them but latched collateral is `unsafe` (its
+    reward is -1), never a plain pass.
     """
     if status == "running":
         return "running"
     if error_kind:
         return "error"
+    if collateral:
+        return "unsafe"
     if passed:
         return "pass"
     if end_reason == "turn_cap":
@@ -56,6 +63,8 @@ def _loads(text: str | None, default: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- dashboard
+# Counts only: every figure `depthtui report` prints (pass@1, D, safe success, ...) comes from
+# engine.analysis.report.build_report, which the screens call.
 
 
 @dataclass(frozen=True)
@@ -63,56 +72,19 @@ class DatasetCount:
     dataset: str
     tasks: int
     episodes: int
-    passed: int
     errors: int
     running: int
-
-
-@dataclass(frozen=True)
-class ModelFigure:
-    model: str
-    runs: int  # uncapped model runs (free / ladder without a cap)
-    passed: int
-    errors: int
-    safe_runs: int  # runs with a safe-success verdict (any mode)
-    safe: int
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / self.runs if self.runs else None
-
-    @property
-    def safe_rate(self) -> float | None:
-        return self.safe / self.safe_runs if self.safe_runs else None
-
-
-@dataclass(frozen=True)
-class Headline:
-    tasks: int
-    episodes: int
-    running: int
-    measured: int  # tasks with a depth estimate
-    median_d: float | None
-    share_d_le_3: float | None  # among tasks with an estimate
-    safe_runs: int
-    safe: int
-    models: tuple[ModelFigure, ...]
-
-    @property
-    def safe_rate(self) -> float | None:
-        return self.safe / self.safe_runs if self.safe_runs else None
 
 
 def datasets(conn: sqlite3.Connection) -> list[DatasetCount]:
     rows = conn.execute(
         """
-        SELECT t.dataset, count(*) AS tasks,
-               coalesce(sum(e.runs), 0), coalesce(sum(e.passed), 0),
+        SELECT t.dataset, count(*) AS tasks, coalesce(sum(e.runs), 0),
                coalesce(sum(e.errors), 0), coalesce(sum(e.running), 0)
         FROM tasks t
         LEFT JOIN (
-            SELECT task_id, count(*) AS runs, sum(passed = 1) AS passed,
-                   sum(error_kind IS NOT NULL) AS errors, sum(status = 'running') AS running
+            SELECT task_id, count(*) AS runs, sum(error_kind IS NOT NULL) AS errors,
+                   sum(status = 'running') AS running
             FROM episodes GROUP BY task_id
         ) e ON e.task_id = t.id
         GROUP BY t.dataset ORDER BY t.dataset
@@ -121,107 +93,41 @@ def datasets(conn: sqlite3.Connection) -> list[DatasetCount]:
     return [DatasetCount(*tuple(r)) for r in rows]
 
 
-def headline(conn: sqlite3.Connection) -> Headline:
-    tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
-    episodes, running = conn.execute(
-        "SELECT count(*), coalesce(sum(status = 'running'), 0) FROM episodes"
-    ).fetchone()
-    depths = [d for (d,) in conn.execute(_TASK_DEPTH_SQL)]
-    models = []
-    placeholders = ",".join("?" * len(BUILTIN_AGENTS))
-    for r in conn.execute(
-        f"""
-        SELECT agent,
-               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit')),
-               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit') AND passed = 1),
-               sum(cap IS NULL AND mode IN ('free', 'ladder', 'audit') AND error_kind IS NOT NULL),
-               sum(safe_success IS NOT NULL), coalesce(sum(safe_success = 1), 0)
-        FROM episodes
-        WHERE status = 'done' AND agent NOT IN ({placeholders})
-        GROUP BY agent ORDER BY agent
-        """,
-        BUILTIN_AGENTS,
-    ):
-        models.append(ModelFigure(r[0], r[1] or 0, r[2] or 0, r[3] or 0, r[4] or 0, r[5] or 0))
-    safe_runs = sum(m.safe_runs for m in models)
-    safe = sum(m.safe for m in models)
-    return Headline(
-        tasks=tasks,
-        episodes=episodes,
-        running=running,
-        measured=len(depths),
-        median_d=statistics.median(depths) if depths else None,
-        share_d_le_3=sum(d <= 3 for d in depths) / len(depths) if depths else None,
-        safe_runs=safe_runs,
-        safe=safe,
-        models=tuple(models),
-    )
-
-
-# D of a task: the smallest estimate across models (SPEC §4).
-_TASK_DEPTH_SQL = """
-    SELECT min(estimate) FROM estimates WHERE estimate IS NOT NULL GROUP BY task_id
-"""
-
-
 # --------------------------------------------------------------------------- tasks
 
 
 @dataclass(frozen=True)
-class TaskRow:
+class TaskCounts:
+    """What the store counts about a task; its N, D and pass rate are the report's."""
+
     id: str
     dataset: str
     name: str
     segments: int
     work: int | None
-    n: int | None
-    d: int | None
     runs: int
-    passed: int
-    status: str  # running | invalid | measured | measuring | no pass | unmeasured
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / self.runs if self.runs else None
+    running: int
+    valid: bool | None  # the frozen contract's verdict; None when not validated
 
 
-def task_rows(conn: sqlite3.Connection) -> list[TaskRow]:
-    """Every task with its N, D, W, run counts and measurement status."""
+def task_counts(conn: sqlite3.Connection) -> list[TaskCounts]:
     rows = conn.execute(
         """
         SELECT t.id, t.dataset, t.name, t.segments, t.work,
-               e.n, e.d, e.unfinished, e.nest,
-               coalesce(r.runs, 0), coalesce(r.passed, 0), coalesce(r.running, 0), c.valid
+               coalesce(r.runs, 0), coalesce(r.running, 0), c.valid
         FROM tasks t
         LEFT JOIN (
-            SELECT task_id, min(n_turns) AS n, min(estimate) AS d,
-                   sum(finished = 0) AS unfinished, count(*) AS nest
-            FROM estimates GROUP BY task_id
-        ) e ON e.task_id = t.id
-        LEFT JOIN (
-            SELECT task_id, count(*) AS runs, sum(passed = 1) AS passed,
-                   sum(status = 'running') AS running
+            SELECT task_id, count(*) AS runs, sum(status = 'running') AS running
             FROM episodes GROUP BY task_id
         ) r ON r.task_id = t.id
         LEFT JOIN contracts c ON c.task_id = t.id
         ORDER BY t.dataset, t.id
         """
     ).fetchall()
-    out = []
-    for r in rows:
-        (tid, dataset, name, segs, work, n, d, unfinished, nest, runs, passed, running, valid) = r
-        if running:
-            status = "running"
-        elif valid == 0:
-            status = "invalid"
-        elif nest and unfinished:
-            status = "measuring"
-        elif nest:
-            status = "measured" if d is not None else "no pass"
-        else:
-            status = "unmeasured"
-        out.append(TaskRow(tid, dataset, name, segs, work, n, d, runs, passed, status))
-    return out
+    return [
+        TaskCounts(*tuple(r)[:7], None if r[7] is None else bool(r[7]))  # type: ignore[arg-type]
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -267,17 +173,7 @@ class TaskDetail:
     warnings: list[str]
     segments: tuple[SegmentInfo, ...]
     contract: ContractInfo | None
-    estimates: tuple[EstimateInfo, ...]
-
-    @property
-    def depth(self) -> int | None:
-        values = [e.estimate for e in self.estimates if e.estimate is not None]
-        return min(values) if values else None
-
-    @property
-    def n_turns(self) -> int | None:
-        values = [e.n_turns for e in self.estimates if e.n_turns is not None]
-        return min(values) if values else None
+    estimates: tuple[EstimateInfo, ...]  # the task's N and D are the report's (build_report)
 
 
 def task_detail(conn: sqlite3.Connection, task_id: str) -> TaskDetail | None:
@@ -361,20 +257,22 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     cells: dict[tuple[str, int | None], list[LadderRun]] = {}
     models: list[str] = []
     for r in conn.execute(
-        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason FROM episodes "
-        "WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
+        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason, collateral "
+        "FROM episodes WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
         (task_id,),
     ):
         if r[1] not in models:
             models.append(r[1])
         cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:])))
+    # The row with model '' is the protocol's summary of the task (its N, D and whether it is
+    # finished), not a model: the task's D is shown with the task, not as a grid row.
     estimates = {
         e.model: e
         for e in (
             EstimateInfo(r[0], r[1], r[2], r[3], bool(r[4]))
             for r in conn.execute(
                 "SELECT model, protocol, n_turns, estimate, finished FROM estimates "
-                "WHERE task_id = ?",
+                "WHERE task_id = ? AND model != ''",
                 (task_id,),
             )
         )
@@ -393,12 +291,14 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
 # --------------------------------------------------------------------------- episodes
 
 
+# The runner records a fault's target in fault_records only, so it is read from there.
 _EPISODE_COLS = (
-    "id, task_id, mode, agent, model_id, cap, budget, attempt, fault_family, fault_target, status, "
-    "started_at, finished_at, turns, calls, end_reason, segments_total, segments_passed, passed, "
-    "complete, tests_passed, tests_total, reward, safe_success, collateral, collateral_call, "
-    "fault_observed_call, fault_cleared, error_kind, error_detail, cost_usd, prompt_tokens, "
-    "completion_tokens, spec_json"
+    "e.id, e.task_id, e.mode, e.agent, e.model_id, e.cap, e.budget, e.attempt, e.fault_family, "
+    "coalesce(e.fault_target, (SELECT f.target FROM fault_records f WHERE f.episode_id = e.id)), "
+    "e.status, e.started_at, e.finished_at, e.turns, e.calls, e.end_reason, e.segments_total, "
+    "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
+    "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
+    "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.spec_json"
 )
 
 
@@ -441,7 +341,20 @@ class EpisodeInfo:
 
     @property
     def outcome(self) -> str:
-        return outcome(self.status, self.passed, self.error_kind, self.end_reason)
+        return outcome(self.status, self.passed, self.error_kind, self.end_reason, self.collateral)
+
+    @property
+    def replay_of(self) -> int | None:
+        """The episode this one re-executed (mode replay)."""
+        value = self.spec.get("replay_of")
+        return value if isinstance(value, int) else None
+
+    @property
+    def retry(self) -> int:
+        """Which try of its run this is (0 = the first; a try after an infrastructure error
+        is a new run)."""
+        value = (self.spec.get("spec") or {}).get("retry")
+        return value if isinstance(value, int) else 0
 
 
 def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
@@ -451,7 +364,9 @@ def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
 
 
 def episode(conn: sqlite3.Connection, episode_id: int) -> EpisodeInfo | None:
-    r = conn.execute(f"SELECT {_EPISODE_COLS} FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    r = conn.execute(
+        f"SELECT {_EPISODE_COLS} FROM episodes e WHERE e.id = ?", (episode_id,)
+    ).fetchone()
     return None if r is None else _episode(r)
 
 
@@ -459,7 +374,8 @@ def task_episodes(conn: sqlite3.Connection, task_id: str) -> list[EpisodeInfo]:
     return [
         _episode(r)
         for r in conn.execute(
-            f"SELECT {_EPISODE_COLS} FROM episodes WHERE task_id = ? ORDER BY id", (task_id,)
+            f"SELECT {_EPISODE_COLS} FROM episodes e WHERE e.task_id = ? ORDER BY e.id",
+            (task_id,),
         )
     ]
 
@@ -582,6 +498,7 @@ class CallInfo:
     remaining_budget: int | None
     duration_ms: float
     has_full_output: bool
+    observation: str  # exactly what the model was shown (why a call was not run)
 
 
 @dataclass(frozen=True)
@@ -650,7 +567,8 @@ def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDeta
             "SELECT c.id, c.idx, c.command, c.exit_code, c.timed_out, c.not_run, "
             "c.shell_restarted, c.note, c.output_head, c.output_tail, c.output_bytes, "
             "c.remaining_budget, c.duration_ms, "
-            "EXISTS(SELECT 1 FROM call_outputs o WHERE o.call_id = c.id) "
+            "EXISTS(SELECT 1 FROM call_outputs o WHERE o.call_id = c.id), "
+            "CASE WHEN c.not_run THEN substr(c.observation, 1, 2000) ELSE '' END "
             "FROM calls c WHERE c.episode_id = ? AND c.turn_idx = ? ORDER BY c.idx",
             (episode_id, idx),
         )
@@ -753,124 +671,24 @@ def fault_record(conn: sqlite3.Connection, episode_id: int) -> FaultInfo | None:
 
 
 # --------------------------------------------------------------------------- search
+# Matching is store/search.py's; this only names the episodes its hits belong to.
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    episode_id: int
-    turn_idx: int
-    kind: str  # turn | call
-    snippet: str  # HIT_START / HIT_END mark the matched words
-    task_id: str
-    agent: str
-
-
-HIT_START, HIT_END = "\ue000", "\ue001"  # private-use characters: never in real text
-
-
-def fts_query(text: str) -> str:
-    """The user's words as an FTS5 query that matches them literally (all words, any order).
-
-    Each word becomes a quoted string, so operators, column filters, quotes and shell
-    metacharacters in the input are searched for, never interpreted.
-    """
-    words = text.split()
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-def search(conn: sqlite3.Connection, text: str, limit: int = 500) -> list[SearchHit]:
-    query = fts_query(text)
-    if not query:
-        return []
-    rows = conn.execute(
-        f"""
-        SELECT s.episode_id, s.turn_idx, s.kind,
-               snippet(search, 0, '{HIT_START}', '{HIT_END}', '…', 16), e.task_id, e.agent
-        FROM search s JOIN episodes e ON e.id = s.episode_id
-        WHERE search MATCH ? ORDER BY s.rowid LIMIT ?
-        """,
-        (query, limit),
-    ).fetchall()
-    hits = [SearchHit(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
-    hits.sort(key=lambda h: (h.episode_id, h.turn_idx))
-    return hits
-
-
-def search_turns(conn: sqlite3.Connection, text: str, episode_id: int) -> list[int]:
-    """Turns of one episode that match the user's words."""
-    query = fts_query(text)
-    if not query:
-        return []
-    return sorted(
-        {
-            int(r[0])
-            for r in conn.execute(
-                "SELECT turn_idx FROM search WHERE search MATCH ? AND episode_id = ?",
-                (query, episode_id),
-            )
-        }
-    )
-
-
-# --------------------------------------------------------------------------- reports
-
-
-@dataclass(frozen=True)
-class DepthPoint:
-    task_id: str
-    dataset: str
-    work: int | None
-    depth: int
-
-
-def depth_points(conn: sqlite3.Connection) -> list[DepthPoint]:
-    return [
-        DepthPoint(*tuple(r))
+def episode_names(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+    """episode id -> (task id, agent)."""
+    out: dict[int, tuple[str, str]] = {}
+    unique = sorted(set(ids))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start : start + 500]
         for r in conn.execute(
-            "SELECT t.id, t.dataset, t.work, min(e.estimate) FROM tasks t "
-            "JOIN estimates e ON e.task_id = t.id WHERE e.estimate IS NOT NULL "
-            "GROUP BY t.id ORDER BY t.id"
-        )
-    ]
+            f"SELECT id, task_id, agent FROM episodes WHERE id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            out[r[0]] = (r[1], r[2])
+    return out
 
 
-@dataclass(frozen=True)
-class CapRate:
-    model: str
-    cap: int
-    runs: int
-    passed: int
-
-
-def pass_rate_by_cap(conn: sqlite3.Connection) -> list[CapRate]:
-    return [
-        CapRate(*tuple(r))
-        for r in conn.execute(
-            "SELECT agent, cap, count(*), coalesce(sum(passed = 1), 0) FROM episodes "
-            "WHERE cap IS NOT NULL AND status = 'done' GROUP BY agent, cap ORDER BY agent, cap"
-        )
-    ]
-
-
-@dataclass(frozen=True)
-class FamilyRate:
-    family: str
-    runs: int
-    safe: int
-    cleared: int
-    collateral: int
-
-
-def safe_by_fault(conn: sqlite3.Connection) -> list[FamilyRate]:
-    return [
-        FamilyRate(*tuple(r))
-        for r in conn.execute(
-            "SELECT fault_family, count(*), coalesce(sum(safe_success = 1), 0), "
-            "coalesce(sum(fault_cleared = 1), 0), coalesce(sum(collateral = 1), 0) "
-            "FROM episodes WHERE mode = 'episodes' AND status = 'done' "
-            "GROUP BY fault_family ORDER BY fault_family"
-        )
-    ]
+# --------------------------------------------------------------------------- launch
 
 
 def known_models(conn: sqlite3.Connection) -> list[str]:

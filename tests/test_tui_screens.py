@@ -16,17 +16,20 @@ from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList
 from depthtui.app import DepthApp
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
+from depthtui.screens.figures import load_task_lines
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.output import OutputScreen
 from depthtui.screens.reports import ReportsScreen
-from depthtui.screens.search import SearchScreen
+from depthtui.screens.search import SearchScreen, find
 from depthtui.screens.task_detail import TaskDetailScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
 from depthtui.widgets.ladder_grid import LadderGridView
 from depthtui.widgets.messages import OpenEpisode
+from depthtui.widgets.plot import depth_points
 from depthtui.widgets.turn_view import TurnView
+from engine.analysis.report import build_report
 from engine.protocol.registry import get_kind
 from store import jobs, queue, triage, views
 from store.db import Store, open_reader
@@ -64,16 +67,17 @@ def test_dashboard_shows_datasets_figures_and_active_jobs(tui, tui_db: Path) -> 
     conn = reader(tui_db)
     datasets = views.datasets(conn)
     active = jobs.list_jobs(conn, active_only=True)
-    headline = views.headline(conn)
+    report = build_report(conn)
 
     async def flow(app: DepthApp, pilot) -> None:
         assert isinstance(app.screen, DashboardScreen)
         table = app.screen.query_one("#datasets", DataTable)
         assert [str(k.value) for k in table.rows] == [d.dataset for d in datasets]
         text = tui.text(app)
-        assert f"{headline.tasks:,}" in text and "median D" in text and "safe success" in text
-        for m in headline.models:
-            assert m.model in text
+        assert f"{len(report['tasks']):,}" in text and "median D" in text
+        assert "safe success" in text.lower()
+        for m in report["models"]:
+            assert m["model"] in text
         running = app.screen.query_one("#running-jobs", DataTable)
         assert {str(k.value) for k in running.rows} == ({str(j.id) for j in active} or {"none"})
         # enter on a dataset shows its tasks
@@ -89,7 +93,7 @@ def test_dashboard_shows_datasets_figures_and_active_jobs(tui, tui_db: Path) -> 
         await tui.settle(pilot)
         ids = app.screen.visible_ids()
         assert ids and all(
-            i in {r.id for r in views.task_rows(conn) if r.dataset == wanted} for i in ids
+            i in {r.id for r in load_task_lines(conn) if r.dataset == wanted} for i in ids
         )
 
     drive(tui, tui_db, flow)
@@ -100,7 +104,7 @@ def test_dashboard_shows_datasets_figures_and_active_jobs(tui, tui_db: Path) -> 
 
 def test_tasks_filter_sort_and_open(tui, tui_db: Path) -> None:
     conn = reader(tui_db)
-    rows = views.task_rows(conn)
+    rows = load_task_lines(conn)
     shallow = sorted(r.id for r in rows if r.d is not None and r.d <= 3)
 
     async def flow(app: DepthApp, pilot) -> None:
@@ -145,7 +149,7 @@ def test_tasks_filter_sort_and_open(tui, tui_db: Path) -> None:
 
 
 def _ladder_task(conn) -> tuple[str, views.LadderGrid]:
-    for row in views.task_rows(conn):
+    for row in load_task_lines(conn):
         grid = views.ladder(conn, row.id)
         if any(cap is not None for (_m, cap) in grid.cells):
             return row.id, grid
@@ -299,7 +303,7 @@ def test_search_finds_a_command_and_opens_its_turn(tui, tui_db: Path) -> None:
     episode_id = views.find_episodes(conn, min_turns=2, limit=1)[0]
     command = views.turn_detail(conn, episode_id, 1).calls[0].command
     word = next(w for w in command.split() if w.isalnum())
-    hits = views.search(conn, word)
+    hits = find(conn, word)
 
     async def flow(app: DepthApp, pilot) -> None:
         await pilot.press("slash")
@@ -392,7 +396,7 @@ def test_triage_labels_and_notes_survive_a_restart(tui, tui_db: Path) -> None:
 
 def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
     conn = reader(tui_db)
-    shallow = [r.id for r in views.task_rows(conn) if r.d is not None and r.d <= 3]
+    shallow = [r.id for r in load_task_lines(conn) if r.d is not None and r.d <= 3]
     shallow.sort()
     models = views.known_models(conn)[:2]
     expected_params = {
@@ -489,7 +493,7 @@ def test_jobs_screen_cancels_pauses_and_resumes(tui, tui_db: Path) -> None:
 
 def test_reports_draw_the_plots_and_help_lists_the_keys(tui, tui_db: Path) -> None:
     conn = reader(tui_db)
-    points = views.depth_points(conn)
+    points = depth_points(build_report(conn))
 
     async def flow(app: DepthApp, pilot) -> None:
         await pilot.press("5")
@@ -549,7 +553,7 @@ def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) 
     from store import episodes as recorder
 
     with Store(tui_db) as store:
-        task_id = views.task_rows(store.conn)[0].id
+        task_id = load_task_lines(store.conn)[0].id
         episode_id = recorder.create_episode(
             store, run_key="live-1", task_id=task_id, task_hash="h", mode="free", agent="qwen3-8b"
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store import jobs, queue, synthetic, triage, views
+from store import jobs, queue, search, synthetic, triage, views
 from store.db import Store, open_reader
 
 pytest_plugins = ["tests.fixtures_tui"]
@@ -129,19 +129,19 @@ def test_labels_and_notes_are_stored_and_replaced(synthetic_db: Path, landmarks)
 # --------------------------------------------------------------------------- views
 
 
-def test_fts_query_quotes_every_word() -> None:
-    assert views.fts_query('rm -rf "x" NEAR(a b) OR') == '"rm" "-rf" """x""" "NEAR(a" "b)" "OR"'
-    assert views.fts_query("   ") == ""
-
-
 def test_search_takes_metacharacters_literally(synthetic_db: Path) -> None:
+    # The TUI searches through store/search.py (its own tests cover the query syntax).
+    from depthtui.screens.search import HIT_START, find
+
     conn = open_reader(synthetic_db)
-    assert views.search(conn, 'AND OR NOT "unbalanced ( * :') == []
-    hits = views.search(conn, "ERROR card")
+    assert find(conn, 'AND OR NOT "unbalanced ( * :') == []
+    hits = find(conn, "ERROR card")
     assert hits and all(h.kind in ("turn", "call") for h in hits)
-    assert all(views.HIT_START in h.snippet for h in hits)
+    assert all(HIT_START in h.snippet and h.task_id and h.agent for h in hits)
     first = hits[0]
-    assert first.turn_idx in views.search_turns(conn, "ERROR card", first.episode_id)
+    mine = search.search(conn, "ERROR card", 1000, episode_id=first.episode_id)
+    assert first.turn_idx in {h["turn_idx"] for h in mine}
+    assert {h["episode_id"] for h in mine} == {first.episode_id}
     conn.close()
 
 
@@ -190,16 +190,22 @@ def test_ladder_grid_follows_the_protocol(synthetic_db: Path, landmarks) -> None
     conn.close()
 
 
-def test_headline_and_reports(synthetic_db: Path) -> None:
+def test_report_figures_the_screens_show(synthetic_db: Path) -> None:
+    # The dashboard, tasks and reports screens take their figures from build_report.
+    from depthtui.screens.figures import load_task_lines
+    from depthtui.widgets.plot import depth_points
+    from engine.analysis.report import build_report
+
     conn = open_reader(synthetic_db)
-    h = views.headline(conn)
-    assert h.tasks == 12 and h.measured <= h.tasks
-    assert {m.model for m in h.models} == {"qwen3-8b", "gpt-oss-20b", "glm-4.5-air"}
-    assert all(0 <= (m.pass_rate or 0) <= 1 for m in h.models)
-    points = views.depth_points(conn)
-    assert len(points) == h.measured
-    assert sorted(p.depth for p in points)[len(points) // 2] in (*views.CAPS, views.D_ABOVE_80)
-    assert {r.family for r in views.safe_by_fault(conn)} == {
+    report = build_report(conn)
+    assert len(report["tasks"]) == 12
+    assert {m["model"] for m in report["models"]} == {"qwen3-8b", "gpt-oss-20b", "glm-4.5-air"}
+    points = depth_points(report)
+    assert len(points) == report["headline"]["solved"]
+    assert all(p.depth in (*views.CAPS, views.D_ABOVE_80) for p in points)
+    lines = {t.id: t for t in load_task_lines(conn)}
+    assert {t["id"]: t["D"] for t in report["tasks"]} == {i: t.d for i, t in lines.items()}
+    assert {s["fault"] for s in report["safety"]} >= {
         "clean", "perm_denied", "moved_input", "blocking_fifo",
     }  # fmt: skip
     conn.close()

@@ -1,77 +1,155 @@
-"""Dashboard: datasets and counts, jobs in progress with live progress, headline figures."""
+"""Dashboard: the report's headline figures, pass@1 and safe success per model, datasets and
+counts, and the jobs in progress with live progress.
+
+Every figure is `depthtui report`'s (build_report through `App.report`); the store adds only
+counts of episodes, errors and running work.
+"""
 
 from __future__ import annotations
 
-from rich.console import Group
+from typing import Any
+
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
-from depthtui.screens.format import cursor_key, job_progress, job_status, num, pct, sync_rows
+from depthtui.screens.figures import Report, fmt, headline_safety, rate_text
+from depthtui.screens.format import cursor_key, job_progress, job_status, num, sync_rows
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
 from store import jobs, views
 
 
-def median_label(d: float | None) -> str:
-    if d is None or d >= views.D_ABOVE_80:
-        return views.depth_label(None if d is None else int(d))
-    return f"{d:g}"
-
-
-def headline_view(h: views.Headline) -> Group:
+def headline_view(report: Report, episodes: int, running: int) -> Table:
+    """The report's headline sentence as a table (same figures, same rounding)."""
+    h = report["headline"]
+    tasks = len(report["tasks"])
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
-    grid.add_column(style="bold")
-    grid.add_row("tasks", f"{h.tasks:,}  ({h.measured:,} with a depth estimate)")
-    grid.add_row("episodes", f"{h.episodes:,}  ({h.running:,} running)")
-    grid.add_row("median D", median_label(h.median_d))
-    grid.add_row("solved with D ≤ 3", pct(h.share_d_le_3))
-    grid.add_row("safe success", f"{pct(h.safe_rate)}  ({h.safe:,}/{h.safe_runs:,} runs)")
-    models = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
-    models.add_column("model")
-    models.add_column("pass@1 (uncapped)")
-    for col in ("runs", "errors", "safe"):
-        models.add_column(col, justify="right")
-    for m in h.models:
-        rate = m.pass_rate
-        models.add_row(
-            one_line(m.model, 24),
-            Text(bar(rate or 0.0, 12), style="green") + Text(f" {pct(rate)}"),
-            num(m.runs),
-            Text(num(m.errors), style="magenta" if m.errors else ""),
-            pct(m.safe_rate),
+    grid.add_column()
+    state = (
+        Text("finished", style="green")
+        if report["finished"]
+        else Text("not finished (rerun to resume)", style="yellow")
+        if h["measured"]
+        else Text("nothing measured yet", style="dim")
+    )
+    grid.add_row("tasks", Text.assemble((f"{tasks:,}", "bold"), f"  ({h['measured']:,} measured)"))
+    grid.add_row("measurement", state)
+    grid.add_row(
+        "solved",
+        Text.assemble(
+            (f"{h['solved']:,}", "bold"), f" of {h['measured']:,}; ",
+            (f"{h['solved_D_le_3']:,}", "bold"), " within 3 turns (share ",
+            (fmt(h["share_D_le_3"]), "bold"), ")",
+        ),
+    )  # fmt: skip
+    grid.add_row(
+        "median D",
+        Text.assemble(
+            (fmt(h["median_D"], 1), "bold"),
+            ("   median W ", "dim"),
+            (fmt(h["median_W"], 1), "bold"),
+        ),
+    )
+    grid.add_row(
+        "ρ(D, pass | W)",
+        Text.assemble(
+            (fmt(h["rank_partial_corr_D_passrate_given_W"]), "bold"),
+            f" over {h['rank_partial_corr_tasks']} task(s)",
+        ),
+    )
+    checks = report["checks"]
+    if checks:
+        good = sum(1 for c in checks if c["ok"])
+        grid.add_row("check", Text.assemble((f"{good}/{len(checks)}", "bold"), " check out"))
+    grid.add_row("episodes", f"{episodes:,}  ({running:,} running)")
+    return grid
+
+
+def models_view(report: Report) -> RenderableType:
+    if not report["models"]:
+        return Text("no run without a stated cap yet", style="dim")
+    table = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
+    table.add_column("model")
+    table.add_column("pass@1")
+    for col in ("tasks", "runs", "errors", "cost"):
+        table.add_column(col, justify="right")
+    for m in report["models"]:
+        rate = m["pass_at_1"]
+        table.add_row(
+            one_line(m["model"], 24),
+            Text(bar(rate or 0.0, 10), style="green") + Text(f" {fmt(rate)}"),
+            num(m["tasks"]),
+            num(m["episodes"]),
+            Text(num(m["errors"]), style="magenta" if m["errors"] else ""),
+            f"${m['cost_usd']:.4f}",
         )
-    return Group(grid, Text(""), models)
+    return table
+
+
+def safety_view(rows: list[dict[str, Any]]) -> RenderableType:
+    if not rows:
+        return Text("no fault episode yet", style="dim")
+    table = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
+    for col in ("model", "prompt", "fault", "runs", "safe success", "collateral", "fault cleared"):
+        table.add_column(col, justify="right" if col == "runs" else "left", no_wrap=True)
+    for s in rows:
+        table.add_row(
+            one_line(s["model"], 20),
+            one_line(s["prompt"], 14),
+            s["fault"],
+            num(s["episodes"]),
+            rate_text(s["safe_success"]),
+            rate_text(s["collateral"]),
+            rate_text(s["fault_cleared"]),
+        )
+    return table
 
 
 class DashboardScreen(DataScreen):
-    """The first screen: what the store holds and what is running."""
+    """The first screen: what the store holds, what it says, and what is running."""
 
     BINDINGS = [Binding("enter", "open", "Open", show=False)]
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Horizontal(id="dash-top"):
-            with Vertical(id="dash-datasets"):
-                yield Static("Datasets", classes="section-title")
-                yield DataTable(id="datasets", cursor_type="row", zebra_stripes=True)
-            with Vertical(id="dash-headline"):
-                yield Static("Headline figures", classes="section-title")
-                yield Static(id="headline")
-        yield Static("Jobs in progress", classes="section-title")
-        yield DataTable(id="running-jobs", cursor_type="row")
+        with VerticalScroll(id="dashboard"):
+            with Horizontal(id="dash-top", classes="dash-row"):
+                with Vertical(id="dash-headline", classes="dash-cell"):
+                    yield Static("Headline figures (as depthtui report)", classes="section-title")
+                    yield Static(id="headline")
+                with Vertical(id="dash-datasets", classes="dash-cell"):
+                    yield Static("Datasets", classes="section-title")
+                    yield DataTable(id="datasets", cursor_type="row", zebra_stripes=True)
+            yield Static("pass@1 per model (runs without a stated cap)", classes="section-title")
+            yield Static(id="models")
+            yield Static(
+                "Safe success per model and prompt (fault episodes, 95% intervals)",
+                classes="section-title",
+            )
+            yield Static(id="safety")
+            yield Static("Jobs in progress", classes="section-title")
+            yield DataTable(id="running-jobs", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
         datasets = self.query_one("#datasets", DataTable)
-        for key in ("dataset", "tasks", "episodes", "passed", "errors", "running"):
-            datasets.add_column(key, key=key)
+        for key, label in (
+            ("dataset", "dataset"),
+            ("tasks", "tasks"),
+            ("measured", "measured"),
+            ("median_d", "median D"),
+            ("episodes", "episodes"),
+            ("errors", "errors"),
+        ):
+            datasets.add_column(label, key=key)
         table = self.query_one("#running-jobs", DataTable)
         for key in ("job", "kind", "status", "progress", "failed", "cost", "command"):
             table.add_column(key, key=key)
@@ -84,24 +162,32 @@ class DashboardScreen(DataScreen):
         with self.app.worker_reader() as conn:
             data = (
                 views.datasets(conn),
-                views.headline(conn),
+                self.app.report(conn),
                 jobs.list_jobs(conn, active_only=True),
             )
         self.app.call_from_thread(self._show, *data)
 
     def _show(
-        self, datasets: list[views.DatasetCount], headline: views.Headline, active: list[jobs.Job]
+        self, datasets: list[views.DatasetCount], report: Report, active: list[jobs.Job]
     ) -> None:
-        rows = [
-            (d.dataset, [one_line(d.dataset, 40), num(d.tasks), num(d.episodes), num(d.passed),
-                         Text(num(d.errors), style="magenta" if d.errors else ""), num(d.running)])
-            for d in datasets
-        ]  # fmt: skip
+        figures = {d["dataset"]: d for d in report["datasets"]}
+        rows = []
+        for d in datasets:
+            f = figures.get(d.dataset, {})
+            rows.append(
+                (d.dataset, [one_line(d.dataset, 30), num(d.tasks), num(f.get("measured")),
+                             fmt(f.get("median_D"), 1), num(d.episodes),
+                             Text(num(d.errors), style="magenta" if d.errors else "")])
+            )  # fmt: skip
         sync_rows(self.query_one("#datasets", DataTable), rows)
-        self.query_one("#headline", Static).update(headline_view(headline))
+        episodes = sum(d.episodes for d in datasets)
+        running = sum(d.running for d in datasets)
+        self.query_one("#headline", Static).update(headline_view(report, episodes, running))
+        self.query_one("#models", Static).update(models_view(report))
+        self.query_one("#safety", Static).update(safety_view(headline_safety(report)))
         rows = [
             (str(j.id), [f"#{j.id}", j.kind, job_status(j), job_progress(j),
-                         num(j.progress_failed), f"${j.cost_usd:.2f}", one_line(j.cli, 60)])
+                         num(j.progress_failed), f"${j.cost_usd:.4f}", one_line(j.cli, 60)])
             for j in active
         ]  # fmt: skip
         if not rows:

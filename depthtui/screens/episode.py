@@ -19,8 +19,9 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
 from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
-from store import views
+from store import search, views
 
+HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
 TURN_LIST_WIDTH = 40
 PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
 MARK_COLLATERAL = ("■", "bold red")
@@ -33,7 +34,7 @@ LEGEND = Text.assemble(
 )  # fmt: skip
 
 
-def turn_prompt(mark: views.TurnMark, hit: bool) -> Text:
+def turn_prompt(mark: views.TurnMark, hit: bool, preview: int = PREVIEW_CHARS) -> Text:
     text = Text(f"{mark.idx:>3} ", style="dim")
     flags = (
         (mark.collateral, MARK_COLLATERAL),
@@ -44,24 +45,40 @@ def turn_prompt(mark: views.TurnMark, hit: bool) -> Text:
     for on_, (glyph, style) in flags:
         text.append(glyph if on_ else " ", style=style)
     text.append(" ")
-    text.append_text(safe_text(mark.preview, PREVIEW_CHARS))
+    if mark.segment_idx:  # multi-segment episodes: where each later segment's turns are
+        text.append(f"§{mark.segment_idx + 1} ", style="cyan")
+    text.append_text(safe_text(mark.preview, preview))
     return text
 
 
 def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
     text = Text.assemble(
         (f"Episode {ep.id}", "bold"), "  ", safe_text(ep.task_id, 120, "bold"), "  ",
-        (ep.outcome, OUTCOME_STYLE.get(ep.outcome, "")),
-        (f"   {position}/{total} (H/L)" if total > 1 else "", "dim"), "\n",
-        ("agent ", "dim"), safe_text(ep.agent, 60), ("  mode ", "dim"), ep.mode,
-        ("  cap ", "dim"), "–" if ep.cap is None else str(ep.cap),
-        ("  budget ", "dim"), "–" if ep.budget is None else str(ep.budget),
-        ("  fault ", "dim"), ep.fault_family, ("  attempt ", "dim"), str(ep.attempt),
-        ("  turns ", "dim"), str(ep.turns), ("  calls ", "dim"), str(ep.calls),
-        ("  cost ", "dim"), f"${ep.cost_usd:.4f}",
+        (f" {ep.outcome} ", OUTCOME_STYLE.get(ep.outcome, "")),
     )  # fmt: skip
+    if ep.reward is not None:
+        text.append(f"  reward {ep.reward:+.2f}")
+    if total > 1:
+        text.append(f"   {position}/{total} (H/L)", style="dim")
+    facts = [ep.agent, ep.mode]
+    if ep.cap is not None:
+        facts.append(f"cap {ep.cap}")
+    if ep.budget is not None:
+        facts.append(f"budget {ep.budget}")
+    if ep.fault_family != "clean":
+        facts.append(f"fault {ep.fault_family}")
+    if ep.attempt:
+        facts.append(f"attempt {ep.attempt}")
+    if ep.retry:
+        facts.append(f"try {ep.retry + 1}")
+    facts += [f"{ep.turns} turns", f"{ep.calls} calls", f"${ep.cost_usd:.4f}"]
+    text.append("\n")
+    text.append_text(safe_text(" · ".join(facts), 300))
+    if ep.replay_of is not None:
+        text.append(f" · replay of episode {ep.replay_of}", style="cyan")
     if ep.collateral:
-        text.append("  ■ collateral", style="bold red")
+        where = f" at call {ep.collateral_call}" if ep.collateral_call else ""
+        text.append(f"  ■ collateral{where}", style="bold red")
     if ep.status == "running":
         text.append("  ● live", style="bold cyan")
     return text
@@ -187,7 +204,8 @@ class EpisodeScreen(DataScreen):
     @work(thread=True, exclusive=True, group="episode-hits")
     def _find_hits(self, query: str, episode_id: int) -> None:
         with self.app.worker_reader() as conn:
-            hits = views.search_turns(conn, query, episode_id)
+            found = search.search(conn, query, HIT_LIMIT, episode_id=episode_id)
+        hits = sorted({h["turn_idx"] for h in found})
         self.app.call_from_thread(self._show_hits, episode_id, hits)
 
     def _show_hits(self, episode_id: int, hits: list[int]) -> None:
@@ -209,6 +227,11 @@ class EpisodeScreen(DataScreen):
                 segments=tuple(views.segment_runs(conn, self.episode_id)),
                 fault=views.fault_record(conn, self.episode_id),
                 final_events=tuple(views.final_events(conn, self.episode_id)),
+                replayed=(
+                    views.episode(conn, self.info.replay_of)
+                    if self.info is not None and self.info.replay_of is not None
+                    else None
+                ),
             )
         return self._verdict
 

@@ -33,7 +33,7 @@ def job_cells(j: jobs.Job) -> list:
         job_status(j),
         job_progress(j),
         Text(num(j.progress_failed), style="red" if j.progress_failed else ""),
-        f"${j.cost_usd:.2f}",
+        f"${j.cost_usd:.4f}",
         when(j.created_at),
         one_line(j.message, 40),
     ]

@@ -1,10 +1,13 @@
-"""Search across every transcript (model words, commands, outputs) through the FTS index.
+"""Search across every transcript (model words, commands and outputs) with store/search.py.
 
-The user's words are matched literally (store.views.fts_query quotes them); a hit opens its turn,
-and n/N in the replay walk that episode's other hits.
+The user's words are matched literally (store.search quotes every term; input with no word in it,
+such as `|` or `2>&1`, is matched as a substring of commands and model words); hits come best
+first, a hit opens its turn, and n/N in the replay walk that episode's other hits.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on, work
@@ -15,17 +18,44 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from depthtui.screens.base import DataScreen
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.sanitize import one_line, safe_text
-from store import views
+from store import search, views
 
 LIMIT = 500
+HIT_START, HIT_END = "\ue000", "\ue001"  # private-use characters: never in real text
+
+
+@dataclass(frozen=True)
+class Hit:
+    episode_id: int
+    turn_idx: int
+    kind: str  # turn | call
+    snippet: str  # HIT_START / HIT_END around the matched words
+    task_id: str
+    agent: str
+
+
+def find(conn, text: str, limit: int = LIMIT) -> list[Hit]:
+    """store.search's hits, best first, with the task and agent of each episode."""
+    found = search.search(conn, text, limit, mark=(HIT_START, HIT_END))
+    names = views.episode_names(conn, [h["episode_id"] for h in found])
+    return [
+        Hit(
+            h["episode_id"],
+            h["turn_idx"],
+            h["kind"],
+            h["snippet"],
+            *names.get(h["episode_id"], ("?", "?")),
+        )
+        for h in found
+    ]
 
 
 def snippet_text(snippet: str) -> Text:
-    """The FTS snippet with its hit markers turned into highlights (and nothing else live)."""
+    """The snippet with its hit markers turned into highlights (and nothing else live)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     plain = safe_text(snippet.replace("\n", " ")).plain
     highlighted = False
-    for part in plain.replace(views.HIT_END, views.HIT_START).split(views.HIT_START):
+    for part in plain.replace(HIT_END, HIT_START).split(HIT_START):
         if part:
             out.append(part, style="bold black on yellow" if highlighted else "")
         highlighted = not highlighted
@@ -40,7 +70,7 @@ class SearchScreen(DataScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.hits: list[views.SearchHit] = []
+        self.hits: list[Hit] = []
         self.query_text = ""
 
     def compose(self) -> ComposeResult:
@@ -78,10 +108,10 @@ class SearchScreen(DataScreen):
     @work(thread=True, exclusive=True, group="search")
     def _search(self, text: str) -> None:
         with self.app.worker_reader() as conn:
-            hits = views.search(conn, text, LIMIT)
+            hits = find(conn, text)
         self.app.call_from_thread(self._show, text, hits)
 
-    def _show(self, text: str, hits: list[views.SearchHit]) -> None:
+    def _show(self, text: str, hits: list[Hit]) -> None:
         if text != self.query_text:
             return
         self.hits = hits

@@ -3,6 +3,8 @@ highlighted, the tests, and the frozen contract with its fault targets."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
@@ -25,18 +27,23 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.format import num, sync_rows
 from depthtui.widgets.ladder_grid import LEGEND, LadderGridView
 from depthtui.widgets.messages import Launch, OpenEpisode
-from depthtui.widgets.sanitize import one_line, safe_text
+from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
 from store import views
 
 
-def title_line(t: views.TaskDetail) -> Text:
+def title_line(t: views.TaskDetail, figures: dict[str, Any] | None) -> Text:
+    """The task's names and its W, N, D as the report has them (`figures`: its report row)."""
+    figures = figures or {}
+    state = ""
+    if figures.get("protocol"):
+        state = "  measured" if figures.get("finished") else "  measuring"
     text = Text.assemble(
         safe_text(t.id, 200, "bold"), "  ", safe_text(t.name, 120), "\n",
         ("dataset ", "dim"), safe_text(t.dataset), ("  format ", "dim"), t.format,
         ("  verifier ", "dim"), t.verifier_kind, ("  segments ", "dim"), str(len(t.segments)),
-        ("  W ", "dim"), (num(t.work), "bold"), ("  N ", "dim"), (num(t.n_turns), "bold"),
-        ("  D ", "dim"), (views.depth_label(t.depth), "bold"),
+        ("  W ", "dim"), (num(t.work), "bold"), ("  N ", "dim"), (num(figures.get("N")), "bold"),
+        ("  D ", "dim"), (views.depth_label(figures.get("D")), "bold"), (state, "dim"),
     )  # fmt: skip
     for w in t.warnings:
         text.append("\n⚠ ", style="yellow")
@@ -68,7 +75,7 @@ def solution_view(t: views.TaskDetail) -> RenderableType:
             if len(t.segments) > 1
             else f"solve.sh  (W {num(s.work)})"
         )
-        parts.append(safe_text(head, 200, "bold"))
+        parts.append(block(safe_text(head, 200, "bold")))
         parts.append(
             _syntax(s.solution, "bash")
             if s.solution
@@ -83,7 +90,7 @@ def tests_view(t: views.TaskDetail) -> RenderableType:
     for s in t.segments:
         for name, body in sorted(s.tests.items()):
             label = f"segment {s.idx + 1}: {name}" if len(t.segments) > 1 else name
-            parts.append(safe_text(label, 200, "bold"))
+            parts.append(block(safe_text(label, 200, "bold")))
             lexer = "python" if name.endswith(".py") else "bash"
             parts.append(_syntax(body, lexer) if isinstance(body, str) else Text(str(body)))
             parts.append(Text(""))
@@ -125,7 +132,7 @@ def contract_view(t: views.TaskDetail) -> RenderableType:
 
 
 def episode_cells(e: views.EpisodeInfo) -> list:
-    tests = "–" if e.tests_total is None else f"{e.tests_passed}/{e.tests_total}"
+    tests = f"{e.tests_passed}/{e.tests_total}" if e.tests_total else "–"
     return [
         str(e.id),
         e.mode,
@@ -136,13 +143,14 @@ def episode_cells(e: views.EpisodeInfo) -> list:
         Text(e.outcome, style=OUTCOME_STYLE.get(e.outcome, "")),
         tests,
         "–" if e.reward is None else f"{e.reward:+.2f}",
-        Text("collateral", style="bold red") if e.collateral else "",
     ]
 
 
 class TaskDetailScreen(DataScreen):
     BINDINGS = [
         Binding("escape", "back", "Back"),
+        Binding("right_square_bracket", "tab(1)", "Next tab"),
+        Binding("left_square_bracket", "tab(-1)", "Previous tab", show=False),
         Binding("r", "launch", "Run…"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
@@ -175,19 +183,8 @@ class TaskDetailScreen(DataScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#task-episodes", DataTable)
-        for col in (
-            "id",
-            "mode",
-            "agent",
-            "cap",
-            "fault",
-            "turns",
-            "outcome",
-            "tests",
-            "reward",
-            "",
-        ):
-            table.add_column(col, key=col or "flags")
+        for col in ("id", "mode", "agent", "cap", "fault", "turns", "outcome", "tests", "reward"):
+            table.add_column(col, key=col)
         self.query_one("#ladder-grid", LadderGridView).focus()
 
     def load(self) -> None:
@@ -199,13 +196,16 @@ class TaskDetailScreen(DataScreen):
             detail = views.task_detail(conn, self.task_id)
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
-        self.app.call_from_thread(self._show, detail, grid, episodes)
+            report = self.app.report(conn)
+        figures = next((t for t in report["tasks"] if t["id"] == self.task_id), None)
+        self.app.call_from_thread(self._show, detail, grid, episodes, figures)
 
     def _show(
         self,
         detail: views.TaskDetail | None,
         grid: views.LadderGrid,
         episodes: list[views.EpisodeInfo],
+        figures: dict[str, Any] | None = None,
     ) -> None:
         if detail is None:
             self.query_one("#task-title", Static).update(
@@ -213,7 +213,7 @@ class TaskDetailScreen(DataScreen):
             )
             self.mark_loaded()
             return
-        self.query_one("#task-title", Static).update(title_line(detail))
+        self.query_one("#task-title", Static).update(title_line(detail, figures))
         self.query_one("#ladder-grid", LadderGridView).show(grid)
         self._episode_ids = tuple(e.id for e in episodes)
         sync_rows(
@@ -238,6 +238,18 @@ class TaskDetailScreen(DataScreen):
         pane = self.query_one("#task-tabs", TabbedContent).active_pane
         if pane is not None:
             pane.query_one(VerticalScroll).scroll_relative(y=lines * 3, animate=False)
+
+    def action_tab(self, step: int) -> None:
+        """]/[: the next or previous tab, with the keys going to its content (focus left in a
+        hidden tab would switch straight back to it)."""
+        tabs = self.query_one("#task-tabs", TabbedContent)
+        panes = [pane.id for pane in tabs.query(TabPane)]
+        index = panes.index(tabs.active) if tabs.active in panes else 0
+        tabs.active = panes[(index + step) % len(panes)]
+        pane = tabs.active_pane
+        if pane is not None:
+            target = pane.query_one(LadderGridView) if pane.id == "tab-ladder" else None
+            (target or pane.query_one(VerticalScroll)).focus()
 
     def action_launch(self) -> None:
         self.post_message(Launch((self.task_id,)))

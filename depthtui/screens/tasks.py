@@ -1,5 +1,6 @@
-"""Tasks: every task with W, N, D, runs and status; filter by dataset, status, numbers and words;
-sort by any column."""
+"""Tasks: every task with W, N, D, its pass rate and status (the report's figures, through
+App.report) and its run count; filter by dataset, status, numbers and words; sort by any
+column."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 
 from depthtui.screens.base import DataScreen
+from depthtui.screens.figures import TaskLine, task_lines
 from depthtui.screens.format import cursor_key, move_to_key, num, pct, sync_rows
 from depthtui.widgets.messages import Launch, OpenTask
 from depthtui.widgets.sanitize import one_line
@@ -29,7 +31,7 @@ COLUMNS = (
     ("n", "N"),
     ("d", "D"),
     ("runs", "runs"),
-    ("pass", "pass"),
+    ("pass", "pass rate"),
     ("status", "status"),
 )
 STATUSES = ("running", "measuring", "measured", "no pass", "unmeasured", "invalid")
@@ -50,7 +52,7 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_FIELDS: dict[str, Callable[[views.TaskRow], int | None]] = {
+_FIELDS: dict[str, Callable[[TaskLine], int | None]] = {
     "d": lambda r: r.d,
     "n": lambda r: r.n,
     "w": lambda r: r.work,
@@ -86,7 +88,7 @@ class TaskFilter:
             tests.append((field, op, int(value)))
         return cls(tuple(words), tuple(tests), dataset, status)
 
-    def __call__(self, row: views.TaskRow) -> bool:
+    def __call__(self, row: TaskLine) -> bool:
         if self.dataset is not None and row.dataset != self.dataset:
             return False
         if self.status is not None and row.status != self.status:
@@ -99,7 +101,7 @@ class TaskFilter:
         return all(w in haystack for w in self.words)
 
 
-def _sort_value(row: views.TaskRow, key: str) -> tuple:
+def _sort_value(row: TaskLine, key: str) -> tuple:
     value = {
         "id": row.id,
         "dataset": row.dataset,
@@ -114,7 +116,7 @@ def _sort_value(row: views.TaskRow, key: str) -> tuple:
     return (value is None, value if value is not None else 0)
 
 
-def row_cells(r: views.TaskRow) -> list:
+def row_cells(r: TaskLine) -> list:
     return [
         one_line(r.id, 48),
         one_line(r.dataset, 20),
@@ -139,7 +141,7 @@ class TasksScreen(DataScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self._rows: list[views.TaskRow] = []
+        self._rows: list[TaskLine] = []
         self._datasets: list[str] = []
         self._pending_dataset: str | None = None
         self._filter = TaskFilter()
@@ -180,10 +182,10 @@ class TasksScreen(DataScreen):
     @work(thread=True, exclusive=True, group="tasks")
     def _fetch(self) -> None:
         with self.app.worker_reader() as conn:
-            rows = views.task_rows(conn)
+            rows = task_lines(self.app.report(conn), views.task_counts(conn))
         self.app.call_from_thread(self._refresh_rows, rows)
 
-    def _refresh_rows(self, rows: list[views.TaskRow]) -> None:
+    def _refresh_rows(self, rows: list[TaskLine]) -> None:
         first = not self._rows and not self.loaded.is_set()
         self._rows = rows
         datasets = sorted({r.dataset for r in rows})

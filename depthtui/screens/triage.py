@@ -16,12 +16,14 @@ from depthtui.screens.format import cursor_key, sync_rows
 from depthtui.screens.note import NoteScreen
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.sanitize import one_line, safe_text
+from depthtui.widgets.turn_view import OUTCOME_STYLE
 from store import triage
 
 QUEUE_TITLES = {"collateral": "Collateral damage", "false_positive": "Suspected false positives"}
 LABEL_STYLE = {"real": "bold red", "false_positive": "bold green", "needs_look": "bold yellow"}
 LABEL_TEXT = {"real": "real", "false_positive": "false positive", "needs_look": "needs a look"}
-COLUMNS = ("episode", "label", "why", "task", "agent", "fault", "passed", "reward", "note")
+# Most telling first: what a narrow terminal cuts off on the right is repeated below the table.
+COLUMNS = ("episode", "label", "verdict", "why", "task", "agent", "note")
 
 
 def label_text(label: str | None) -> Text:
@@ -30,20 +32,26 @@ def label_text(label: str | None) -> Text:
     return Text(LABEL_TEXT.get(label, label), style=LABEL_STYLE.get(label, ""))
 
 
+def verdict_text(item: triage.QueueItem) -> Text:
+    """The episode's outcome with its reward: a run that passed its tests but latched
+    collateral reads `unsafe -1.00`, never `pass`."""
+    text = Text(item.outcome, style=OUTCOME_STYLE.get(item.outcome, ""))
+    if item.reward is not None:
+        text.append(f" {item.reward:+.2f}")
+    return text
+
+
 def item_cells(item: triage.QueueItem) -> list:
-    passed = {1: Text("yes", style="green"), 0: Text("no", style="red")}.get(item.passed, Text("–"))
-    why = one_line(item.reasons[0], 44)
+    why = one_line(item.reasons[0], 40)
     if len(item.reasons) > 1:
         why.append(f" +{len(item.reasons) - 1}", style="dim")
     return [
         str(item.episode_id),
         label_text(item.label),
+        verdict_text(item),
         why,
-        one_line(item.task_id, 28),
-        one_line(item.agent, 14),
-        item.fault_family,
-        passed,
-        "–" if item.reward is None else f"{item.reward:+.2f}",
+        one_line(item.task_id, 24),
+        one_line(item.agent, 12),
         one_line(item.note, 24),
     ]
 
@@ -126,8 +134,11 @@ class TriageScreen(DataScreen):
             detail.update(Text("this queue is empty", style="dim"))
             return
         text = Text.assemble(
-            (f"episode {item.episode_id}", "bold"), "  ", label_text(item.label), "\n"
-        )
+            (f"episode {item.episode_id}", "bold"), "  ", label_text(item.label), "  ",
+            verdict_text(item), "\n",
+            safe_text(item.task_id, 120), ("  agent ", "dim"), safe_text(item.agent, 60),
+            ("  mode ", "dim"), item.mode, ("  fault ", "dim"), item.fault_family, "\n",
+        )  # fmt: skip
         for reason in item.reasons:
             text.append("• ")
             text.append_text(safe_text(reason, 400))
@@ -170,7 +181,7 @@ class TriageScreen(DataScreen):
         self.items[key] = replace(item, label=label, note=note)
         table = self.query_one("#triage", DataTable)
         table.update_cell(key, "label", label_text(label))
-        table.update_cell(key, "note", one_line(note, 30))
+        table.update_cell(key, "note", one_line(note, 24))
         self._detail()
 
     def action_open(self) -> None:

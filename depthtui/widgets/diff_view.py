@@ -8,7 +8,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from depthtui.widgets.sanitize import safe_text
+from depthtui.widgets.sanitize import block, safe_text
 from store.views import OracleEvent
 
 PROPERTIES = ("type", "mode", "uid", "size", "sha256", "target")
@@ -37,9 +37,15 @@ def event_block(event: OracleEvent) -> RenderableType:
         verdict, " ", (event.kind, "bold"), " ", safe_text(event.path, 300, "underline"),
         (f"  ({where})", "dim"),
     )  # fmt: skip
+    if event.kind == "created" and not event.collateral:
+        # new files are never collateral: one line each, so the changes that matter stay in view
+        size = (event.after or {}).get("size")
+        if size is not None:
+            title.append(f"  {size:,} bytes", style="dim")
+        return title
     parts: list[RenderableType] = [title]
     if event.detail:
-        parts.append(safe_text(event.detail, 500, "dim"))
+        parts.append(block(safe_text(event.detail, 500, "dim")))
     keys = [
         k
         for k in PROPERTIES
@@ -71,12 +77,24 @@ def event_block(event: OracleEvent) -> RenderableType:
     return Group(*parts)
 
 
+def _weight(event: OracleEvent) -> int:
+    """Collateral first, then changes not permitted, then permitted ones, then new files."""
+    if event.collateral:
+        return 0
+    if not event.permitted:
+        return 1
+    return 3 if event.kind == "created" else 2
+
+
 def events_view(events: list[OracleEvent] | tuple[OracleEvent, ...]) -> RenderableType:
     if not events:
         return Text("no change seen by the oracle in this turn", style="dim")
     blocks: list[RenderableType] = []
-    for event in events:
-        if blocks:
+    previous: OracleEvent | None = None
+    for event in sorted(events, key=_weight):  # stable: call order within each kind
+        compact = event.kind == "created" and not event.collateral
+        if previous is not None and not (compact and previous.kind == "created"):
             blocks.append(Text(""))
         blocks.append(event_block(event))
+        previous = event
     return Group(*blocks)

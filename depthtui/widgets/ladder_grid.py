@@ -11,16 +11,18 @@ from store.views import LadderGrid, depth_label
 
 MARKS = {
     "pass": ("✓", "bold green"),
+    "unsafe": ("⚠", "bold red"),  # collateral damage, whether the tests passed or not
     "fail": ("✗", "red"),
     "cap": ("⊘", "yellow"),
     "error": ("!", "bold magenta"),
     "running": ("…", "cyan"),
 }
+LEGEND_WORDS = {"cap": "cap hit", "unsafe": "collateral"}
 LEGEND = Text.assemble(
     *[
         part
         for name, (mark, style) in MARKS.items()
-        for part in ((mark, style), (f" {'cap hit' if name == 'cap' else name}  ", "dim"))
+        for part in ((mark, style), (f" {LEGEND_WORDS.get(name, name)}  ", "dim"))
     ],
     ("○", "green"),
     (" implied by N  ", "dim"),

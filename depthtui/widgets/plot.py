@@ -8,11 +8,31 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from store.views import CAPS, D_ABOVE_80, CapRate, DepthPoint, FamilyRate
+from store.views import CAPS, D_ABOVE_80
+
+
+@dataclass(frozen=True)
+class DepthPoint:
+    task_id: str
+    dataset: str
+    work: int | None
+    depth: int
+
+
+def depth_points(report: dict[str, Any]) -> list[DepthPoint]:
+    """The report's tasks that have a depth D."""
+    return [
+        DepthPoint(t["id"], t["dataset"], t["W"], t["D"])
+        for t in report["tasks"]
+        if t["D"] is not None
+    ]
+
 
 LEVELS = (*CAPS, D_ABOVE_80)
 MARKERS = ("●", "▲", "■", "◆", "✚", "★")
@@ -76,10 +96,9 @@ def depth_scatter(points: list[DepthPoint], width: int = 64) -> Text:
     axis = [" "] * width
     for t in ticks:
         label = str(t)
-        c = column(t)
+        c = min(column(t), width - len(label))  # a label at the right edge ends there
         for i, ch in enumerate(label):
-            if c + i < width:
-                axis[c + i] = ch
+            axis[c + i] = ch
     out.append("      " + "".join(axis) + "  W (lines, log scale)\n", style="dim")
     out.append("      ")
     for d in datasets:
@@ -104,40 +123,44 @@ def depth_histogram(points: list[DepthPoint], width: int = 40) -> Text:
     return out
 
 
-def pass_rate_table(rates: list[CapRate]) -> Table | Text:
-    """Pass rate by cap, one row per model, with a bar glyph per cell."""
+def pass_rate_table(rates: list[dict[str, Any]]) -> Table | Text:
+    """Pass rate by cap (the report's `pass_by_cap`), one row per model, a bar glyph per cell."""
     if not rates:
         return Text("no capped runs yet", style="dim")
-    models = sorted({r.model for r in rates})
-    caps = sorted({r.cap for r in rates})
-    by = {(r.model, r.cap): r for r in rates}
+    models = sorted({r["model"] for r in rates})
+    caps = sorted({r["cap"] for r in rates})
+    by = {(r["model"], r["cap"]): r for r in rates}
     table = Table(box=None, header_style="dim", padding=(0, 1))
     table.add_column("model")
     for cap in caps:
-        table.add_column(str(cap), justify="right")
+        table.add_column(f"cap {cap}", justify="right")
     for model in models:
         cells: list[Text] = [Text(model)]
         for cap in caps:
             r = by.get((model, cap))
-            if r is None or not r.runs:
+            if r is None or not r["runs"]:
                 cells.append(Text("·", style="dim"))
                 continue
-            rate = r.passed / r.runs
+            rate = r["rate"]
             colour = "green" if rate >= 0.66 else "yellow" if rate >= 0.33 else "red"
-            cells.append(Text(f"{BLOCKS[max(1, round(rate * 8))]}{rate:4.0%}", style=colour))
+            cells.append(
+                Text(f"{BLOCKS[max(1, round(rate * 8))]}{rate:.2f} ({r['passed']}/{r['runs']})",
+                     style=colour)
+            )  # fmt: skip
         table.add_row(*cells)
     return table
 
 
-def family_bars(rates: list[FamilyRate], width: int = 30) -> Text:
-    if not rates:
+def safety_bars(rows: list[dict[str, Any]], width: int = 24) -> Text:
+    """Safe success per model, prompt arm and fault family (the report's `safety` rows)."""
+    if not rows:
         return Text("no fault episodes yet", style="dim")
     out = Text()
-    for r in rates:
-        safe = r.safe / r.runs if r.runs else 0.0
-        out.append(f"{r.family:>14} │", style="dim")
-        out.append(bar(safe, width), style="green")
-        out.append(
-            f" {safe:4.0%} safe  ({r.runs} runs, {r.cleared} cleared, {r.collateral} collateral)\n"
-        )
+    label_width = max(len(f"{r['model']} {r['prompt']} {r['fault']}") for r in rows)
+    for r in rows:
+        rate = r["safe_success"]
+        value = rate["value"] or 0.0
+        out.append(f"{r['model']} {r['prompt']} {r['fault']}".rjust(label_width) + " │", "dim")
+        out.append(bar(value, width), style="green")
+        out.append(f" {value:.2f} safe ({rate['successes']}/{rate['episodes']})\n")
     return out

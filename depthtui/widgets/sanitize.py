@@ -94,3 +94,11 @@ def one_line(text: str | None, limit: int = 80) -> Text:
     """The first line only, for table cells and lists."""
     first = (text or "").split("\n", 1)[0]
     return safe_text(first, limit)
+
+
+def block(text: Text) -> Text:
+    """`text` ending its own line, for stacking in a Group. The helpers above end texts with ""
+    (right for table cells); in a Group such a text runs into whatever follows, and a Static
+    whose last line is one is measured a line short (a lone one: no lines at all)."""
+    text.end = "\n"
+    return text

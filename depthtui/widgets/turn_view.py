@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from depthtui.widgets.diff_view import events_view
-from depthtui.widgets.sanitize import ansi_text, safe_text
+from depthtui.widgets.sanitize import ansi_text, block, safe_text
 from store.views import (
     CallInfo,
     EpisodeInfo,
@@ -31,6 +31,7 @@ WORDS_SHOWN = 8_000  # characters of the model's words drawn; a longer reply say
 
 OUTCOME_STYLE = {
     "pass": "bold green",
+    "unsafe": "bold white on red",
     "fail": "bold red",
     "cap": "bold yellow",
     "error": "bold magenta",
@@ -46,6 +47,7 @@ class Verdict:
     segments: tuple[SegmentRun, ...]
     fault: FaultInfo | None
     final_events: tuple[OracleEvent, ...]
+    replayed: EpisodeInfo | None = None  # the episode a replay re-executed
 
 
 def _flag(value: int | None, yes: str = "yes", no: str = "no") -> Text:
@@ -76,18 +78,26 @@ def turn_header(ep: EpisodeInfo, turn: TurnDetail) -> Text:
     return Text.assemble(*parts)
 
 
+FORMAT_NOTE = "[format error] "  # how the loop tells the model; shown once, as a label
+
+
 def model_words(turn: TurnDetail) -> RenderableType:
     parts: list[RenderableType] = []
     if turn.format_error:
-        parts.append(safe_text(f"format error: {turn.format_error}", 500, "bold red"))
+        text = Text("format error: ", style="bold red")
+        text.append_text(safe_text(turn.format_error.replace(FORMAT_NOTE, ""), 500, "red"))
+        parts.append(block(text))
     if turn.text:
-        parts.append(safe_text(turn.text[:WORDS_SHOWN]))
+        parts.append(block(safe_text(turn.text[:WORDS_SHOWN])))
         if turn.text_length > WORDS_SHOWN:
             more = turn.text_length - WORDS_SHOWN
             parts.append(Text(f"… {more:,} more characters not shown", style="dim italic"))
     else:
         parts.append(Text("(no words, only tool calls)", style="dim italic"))
     return Group(*parts)
+
+
+NOT_RUN_REASONS = ("budget", "format")  # notes that only say why a call was not run
 
 
 def call_panel(call: CallInfo, selected: bool) -> Panel:
@@ -111,24 +121,23 @@ def call_panel(call: CallInfo, selected: bool) -> Panel:
     )
     body: list[RenderableType] = [command]
     if call.not_run:
-        body.append(Text("[not run: the command budget is used up]", style="yellow"))
-    else:
+        # exactly what the model was told instead of an output
+        body.append(block(safe_text(call.observation or "[not run]", 1000, "yellow")))
+    elif call.output_tail:
         out = Text()
         out.append_text(ansi_text(call.output_head))
-        if call.output_tail:
-            shown = len(call.output_head) + len(call.output_tail)
-            omitted = max(0, call.output_bytes - shown)
-            hint = "o: full output" if call.has_full_output else "full output not kept"
-            out.append(f"\n[… about {omitted:,} bytes omitted; {hint} …]\n", style="dim italic")
-            out.append_text(ansi_text(call.output_tail))
-        elif call.has_full_output:
-            out.append(
-                f"\n[{call.output_bytes:,} bytes in all; o: full output]", style="dim italic"
-            )
-        if out.plain.strip():
-            body.append(out)
-    if call.note:
-        body.append(safe_text(call.note, 500, "yellow"))
+        shown = len(call.output_head) + len(call.output_tail)
+        omitted = max(0, call.output_bytes - shown)
+        hint = "o: full output" if call.has_full_output else "full output not kept"
+        out.append(f"\n[… about {omitted:,} bytes omitted; {hint} …]\n", style="dim italic")
+        out.append_text(ansi_text(call.output_tail))
+        body.append(block(out))
+    elif call.output_head.strip():
+        body.append(block(ansi_text(call.output_head)))
+    else:
+        body.append(Text("(no output)", style="dim italic"))
+    if call.note and call.note not in NOT_RUN_REASONS:
+        body.append(block(safe_text(call.note, 500, "yellow")))
     border = "bold cyan" if selected else ("red" if failed else "grey37")
     return Panel(
         Group(*body),
@@ -147,25 +156,76 @@ def calls_view(calls: tuple[CallInfo, ...], selected: int) -> RenderableType:
     return Group(*[call_panel(c, i == selected) for i, c in enumerate(calls)])
 
 
+def _said(passed: int | None) -> str:
+    return {1: "passed", 0: "failed"}.get(passed, "had no verdict")  # type: ignore[arg-type]
+
+
+def failure_lines(message: str, most: int = 3) -> list[str]:
+    """The lines of a test's failure that say what went wrong: pytest's `E ` lines, else the
+    last line."""
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    wanted = [line for line in lines if line.lstrip().startswith("E ")]
+    return (wanted or lines[-1:])[:most]
+
+
+def tests_view(tests: tuple[TestOutcome, ...]) -> RenderableType:
+    parts: list[RenderableType] = []
+    for t in tests:
+        ok = t.outcome == "passed"
+        line = Text("✓ " if ok else "✗ ", style="green" if ok else "bold red")
+        line.append(f"{t.outcome:<8}", style="green" if ok else "red")
+        line.append_text(safe_text(t.nodeid, 300))
+        if not t.in_inventory:
+            line.append("  (not in the inventory)", style="dim")
+        parts.append(block(line))
+        if not ok:
+            for detail in failure_lines(t.message):
+                parts.append(block(Text("    ").append_text(safe_text(detail, 300, "dim"))))
+    return Group(*parts)
+
+
 def verdict_view(ep: EpisodeInfo, verdict: Verdict) -> RenderableType:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="dim")
     summary.add_column()
-    summary.add_row("outcome", Text(ep.outcome, style=OUTCOME_STYLE.get(ep.outcome, "")))
+    outcome = Text(ep.outcome, style=OUTCOME_STYLE.get(ep.outcome, ""))
+    if ep.outcome == "unsafe":
+        why = "the tests passed, but " if ep.passed else ""
+        outcome.append(f"  ({why}collateral damage latched)", style="red")
+    summary.add_row("outcome", outcome)
     summary.add_row("end", safe_text(ep.end_reason or "—"))
     if ep.tests_total:
         summary.add_row("tests", Text(f"{ep.tests_passed}/{ep.tests_total} passed"))
-    summary.add_row("reward", Text("—" if ep.reward is None else f"{ep.reward:+.2f}"))
+    if ep.segments_total > 1:
+        summary.add_row(
+            "segments", Text(f"{ep.segments_passed} of {ep.segments_total} passed their gate")
+        )
+    reward = Text("—" if ep.reward is None else f"{ep.reward:+.2f}")
+    if ep.collateral:
+        reward.append("  (-1: collateral damage)", style="red")
+    summary.add_row("reward", reward)
     summary.add_row("safe success", _flag(ep.safe_success))
-    summary.add_row(
-        "collateral", Text("YES", style="bold red") if ep.collateral else Text("no", style="green")
-    )
+    collateral = Text("no", style="green")
+    if ep.collateral:
+        where = f", latched at call {ep.collateral_call}" if ep.collateral_call else ""
+        collateral = Text(f"YES{where}", style="bold red")
+    summary.add_row("collateral", collateral)
     if ep.fault_family != "clean":
-        summary.add_row("fault", safe_text(f"{ep.fault_family} on {ep.fault_target or '?'}"))
+        summary.add_row("fault", safe_text(f"{ep.fault_family} on {ep.fault_target or 'unknown'}"))
         summary.add_row("fault cleared", _flag(ep.fault_cleared))
     if ep.error_kind:
         summary.add_row(
             "error", safe_text(f"{ep.error_kind}: {ep.error_detail or ''}", 500, "magenta")
+        )
+    original = verdict.replayed
+    if original is not None:
+        agree = bool(original.passed) == bool(ep.passed) and not ep.error_kind
+        summary.add_row(
+            "replay of",
+            Text.assemble(
+                f"episode {original.id}, which {_said(original.passed)}: ",
+                ("agrees", "green") if agree else ("DISAGREES", "bold red"),
+            ),
         )
     parts: list[RenderableType] = [Text("Verdict", style="bold underline"), summary]
     if verdict.segments:
@@ -180,29 +240,28 @@ def verdict_view(ep: EpisodeInfo, verdict: Verdict) -> RenderableType:
                 _flag(s.passed),
                 tests,
             )
+        for idx in range(len(verdict.segments), ep.segments_total):
+            seg.add_row(Text(f"{idx + 1}.", style="dim"), "", Text("not started", style="dim"), "")
         parts += [Text(""), seg]
     if verdict.tests:
-        table = Table(box=None, header_style="dim", padding=(0, 2))
-        for col in ("test", "outcome", "message"):
-            table.add_column(col)
-        for t in verdict.tests:
-            style = "green" if t.outcome == "passed" else "red"
-            name = t.nodeid + ("" if t.in_inventory else "  (not in inventory)")
-            table.add_row(
-                safe_text(name, 200), Text(t.outcome, style=style), safe_text(t.message, 300)
-            )
-        parts += [Text(""), table]
+        parts += [Text(""), tests_view(verdict.tests)]
     if verdict.fault is not None:
         f = verdict.fault
         parts.append(
-            safe_text(
-                f"fault record: {f.family} target {f.target}"
-                + (f", spare {f.spare_path}" if f.spare_path else "")
-                + (f", first met at call {f.observed_call}" if f.observed_call else ", never met")
-                + (f", integrity: {f.integrity}" if f.integrity else "")
-                + (", put back for grading" if f.restored_for_grading else ""),
-                800,
-                "dim",
+            block(
+                safe_text(
+                    f"fault record: {f.family} target {f.target}"
+                    + (f", spare {f.spare_path}" if f.spare_path else "")
+                    + (
+                        f", first met at call {f.observed_call}"
+                        if f.observed_call
+                        else ", never met"
+                    )
+                    + (f", integrity: {f.integrity}" if f.integrity else "")
+                    + (", put back for grading" if f.restored_for_grading else ""),
+                    800,
+                    "dim",
+                )
             )
         )
     if verdict.final_events:
