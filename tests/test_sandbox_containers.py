@@ -283,3 +283,37 @@ def test_gc_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     failed = CliRunner().invoke(app, ["sandbox", "gc"])
     assert failed.exit_code == 1
     assert "no Docker engine answers" in failed.output and "docker/setup.sh" in failed.output
+
+
+def test_the_images_own_account_wins_over_a_guessed_uid(tmp_path: Path) -> None:
+    # A Harbor task names its agent user; the loader can only guess the uid. Here the base
+    # already holds uid 1000, so the Dockerfile's `useradd agent` makes it 1001.
+    from engine.sandbox.dockerapi import connect
+    from engine.sandbox.images import build_image, remove_task_images
+
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(f"FROM {BASE}\nRUN useradd -m -s /bin/bash agent\n")
+    task = make_task(
+        "sandbox-test/named-user",
+        context_dir=env,
+        dockerfile=env / "Dockerfile",
+        image=None,
+        agent_user="agent",
+        agent_uid=1000,
+        home="/home/agent",
+        workdir="/home/agent",
+    )
+    image = build_image(task, tmp_path / "logs", labels=LABELS)
+    try:
+        sandbox = start_sandbox(task, image.tag, labels=LABELS)
+        try:
+            assert (sandbox.agent_uid, sandbox.agent_gid) == (1001, 1001)
+            out = sandbox.run("id -un; touch mine; stat -c %u:%g mine; pwd")
+            assert out.output.decode().split() == ["agent", "1001:1001", "/home/agent"]
+            sandbox.put_bytes("/home/agent/given", b"x", owner="agent")
+            assert sandbox.run("stat -c %u given").output == b"1001\n"
+        finally:
+            sandbox.close()
+    finally:
+        remove_task_images(connect(), task)

@@ -182,3 +182,16 @@ def test_a_prebuilt_image_that_cannot_be_had_is_substituted(tmp_path: Path) -> N
     result = build_image(task, tmp_path / "logs")
     assert result.tag == BASE_IMAGE and not result.built
     assert "depthtui-test/never-built:1" in result.warnings[0]
+
+
+def test_a_substituted_ubuntu_24_has_its_ubuntu_account(tmp_path: Path, made: list) -> None:
+    # Terminal-Bench images built on ubuntu:24.04 often remove its `ubuntu` user first.
+    env = _context(
+        tmp_path / "t",
+        "FROM ubuntu:24.04\nRUN userdel -r ubuntu && useradd -m -u 1000 agent\n",
+        {},
+    )
+    task = _task("sandbox-test/noble-like", env)
+    made.append(task)
+    result = build_image(task, tmp_path / "logs", labels=TEST_LABELS)
+    assert _run_in(result.tag, ["id", "-u", "agent"]).split() == ["1000"]

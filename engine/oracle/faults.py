@@ -318,6 +318,8 @@ def repair_command(plan: FaultPlan) -> str:
 
 
 def forgery_command(plan: FaultPlan) -> str:
-    """Overwrite the input with made-up bytes: the oracle must latch this."""
+    """Overwrite the input with made-up bytes: the oracle must latch this. Where the input's
+    folder is not the agent's (rm fails), the agent still owns the file and can make it
+    writable."""
     t = shlex.quote(plan.target)
-    return f"rm -f {t}; echo forged > {t}"
+    return f"rm -f {t} || chmod u+w {t}; echo forged > {t}"

@@ -349,7 +349,9 @@ class _Runner:
                     self._inject(pristine, permits)
                 if spec.planted != "none":
                     files = planted.plan_planted(task.id, task.instruction, pristine, spec.planted)
-                    planted.plant(self.sandbox, files, task.agent_uid, self.sandbox.agent_gid)
+                    planted.plant(
+                        self.sandbox, files, self.sandbox.agent_uid, self.sandbox.agent_gid
+                    )
                     self.state.planted = [f.path for f in files]
         self._event("baseline")
         with self._phase("baseline"):
@@ -487,7 +489,7 @@ class _Runner:
     def _prepare_segment(self, idx: int) -> None:
         task, sandbox = self.task, self.sandbox
         segment = task.segments[idx]
-        owner = f"{task.agent_uid}"
+        owner = "agent"
         if segment.workdir_dir is not None and segment.workdir_dir.is_dir():
             for item in sorted(segment.workdir_dir.iterdir()):
                 sandbox.put_path(item, posixpath.join(task.workdir, item.name), owner=owner)
@@ -496,7 +498,7 @@ class _Runner:
             if not (segment.workdir_dir and segment.setup_script.parent == segment.workdir_dir):
                 sandbox.put_path(segment.setup_script, script, owner=owner)
             res = sandbox.exec_as(
-                task.agent_user if task.agent_uid != 0 else "root",
+                str(sandbox.agent_uid),
                 ["bash", script],
                 timeout=600.0,
                 workdir=task.workdir,
@@ -522,7 +524,7 @@ class _Runner:
         last = b""
         for _ in range(max(hc.retries, 1)):
             res = self.sandbox.exec_as(
-                self.task.agent_user if self.task.agent_uid != 0 else "root",
+                str(self.sandbox.agent_uid),
                 ["bash", "-c", hc.command],
                 timeout=hc.timeout_sec,
                 workdir=self.task.workdir,
@@ -735,7 +737,16 @@ def grade_sandbox(
         worker = threading.Thread(target=meanwhile, daemon=True)
         worker.start()
     try:
-        return grade_snapshot(task, idx, image, contract, accept_risk, job_id, episode_id)
+        return grade_snapshot(
+            task,
+            idx,
+            image,
+            contract,
+            accept_risk,
+            job_id,
+            episode_id,
+            agent=(sandbox.agent_uid, sandbox.agent_gid),
+        )
     finally:
         if worker is not None:
             worker.join()
@@ -750,7 +761,10 @@ def grade_snapshot(
     accept_risk: bool,
     job_id: int | None,
     episode_id: int,
+    agent: tuple[int, int] | None = None,
 ) -> Grade:
+    """Grade segment `idx` of `task` on snapshot `image`. `agent` is the agent's (uid, gid) as
+    the container has them, when they differ from what the task says."""
     labels = {
         "depthtui.task": task.id,
         "depthtui.job": str(job_id or ""),
@@ -761,7 +775,13 @@ def grade_snapshot(
         if contract is not None and not task.multi_segment and contract.get("tests"):
             inventory = list(contract["tests"])
         verdict = pytest_verifier.run_pytest_verifier(
-            pytest_verifier.spec_for(task, idx, image, labels=labels),
+            pytest_verifier.spec_for(
+                task,
+                idx,
+                image,
+                labels=labels,
+                **({"uid": agent[0], "gid": agent[1]} if agent else {}),
+            ),
             inventory,
             accept_risk=accept_risk,
         )

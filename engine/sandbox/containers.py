@@ -46,9 +46,18 @@ SLEEPER = ["/bin/sh", "-c", "while :; do sleep 86400; done"]
 # and the workdir exists; prints "gid N" and "sleeper PID" (pid 1's only child at this point).
 _SETUP = r"""
 uid=$1; user=$2; home=$3; workdir=$4; gid=
-while IFS=: read -r n _ u g _; do
-    if [ "$u" = "$uid" ]; then gid=$g; break; fi
-done < /etc/passwd
+# The image's own account of that name wins: a task's uid may be a guess (a Dockerfile's
+# `useradd agent` on a base that already has uid 1000 gives 1001).
+if [ "$uid" != 0 ]; then
+    while IFS=: read -r n _ u g _; do
+        if [ "$n" = "$user" ]; then uid=$u; gid=$g; break; fi
+    done < /etc/passwd
+fi
+if [ -z "$gid" ]; then
+    while IFS=: read -r n _ u g _; do
+        if [ "$u" = "$uid" ]; then gid=$g; break; fi
+    done < /etc/passwd
+fi
 if [ -z "$gid" ]; then
     gid=$uid
     have=
@@ -64,6 +73,7 @@ if [ ! -d "$workdir" ]; then
     mkdir -p "$workdir"
     if [ "$uid" != 0 ]; then chown "$uid:$gid" "$workdir"; fi
 fi
+echo "uid $uid"
 echo "gid $gid"
 for d in /proc/[0-9]*; do
     read -r line 2>/dev/null < "$d/stat" || continue
@@ -510,7 +520,9 @@ def _prepare(sandbox: DockerSandbox) -> None:
         raise SandboxError("container", f"setting up the agent user failed: {detail}")
     for line in result.stdout.decode().splitlines():
         key, _, value = line.partition(" ")
-        if key == "gid" and value.isdigit():
+        if key == "uid" and value.isdigit():
+            sandbox.agent_uid = int(value)
+        elif key == "gid" and value.isdigit():
             sandbox.agent_gid = int(value)
         elif key == "sleeper" and value.isdigit():
             sandbox.sleeper_pid = int(value)
@@ -526,7 +538,7 @@ def _prepare(sandbox: DockerSandbox) -> None:
     sandbox.shell = PersistentShell(
         sandbox.api,
         sandbox.container_id,
-        user=f"{task.agent_uid}:{sandbox.agent_gid}",
+        user=f"{sandbox.agent_uid}:{sandbox.agent_gid}",
         env=env,
         workdir=task.workdir,
         home=task.home,

@@ -181,6 +181,12 @@ _DROP_USER = "userdel -r user >/dev/null 2>&1 || true"
 # The official python images answer to `python`; task scripts call it by that name.
 _PYTHON_NAME = "ln -sf /usr/bin/python3 /usr/local/bin/python"
 _PYTHON_IMAGE = re.compile(r"(^|/)python([:@]|$)", re.IGNORECASE)
+# Ubuntu 23.04 and later ship an `ubuntu` account (uid 1000) that task Dockerfiles remove.
+_UBUNTU_USER = "useradd -m -u 1000 -s /bin/bash ubuntu"
+_UBUNTU_WITH_USER = re.compile(
+    r"(^|/)ubuntu:(2[3-9]\.|[3-9]\d\.|latest|rolling|devel|noble|oracular|plucky)",
+    re.IGNORECASE,
+)
 
 
 def _resolve_froms(
@@ -223,7 +229,11 @@ def _resolve_froms(
             # Look like the stock image asked for: no `user` account (a task that creates it
             # would otherwise fail), the root folder as working directory, and `python` where
             # a python image was asked for.
-            setup = _DROP_USER + (f" && {_PYTHON_NAME}" if _PYTHON_IMAGE.search(ref) else "")
+            setup = _DROP_USER
+            if _PYTHON_IMAGE.search(ref):
+                setup += f" && {_PYTHON_NAME}"
+            if _UBUNTU_WITH_USER.search(ref):
+                setup += f" && {_UBUNTU_USER}"
             lines[i] += f"WORKDIR /\nRUN {setup}{ending}"
         if stage:
             stages.add(stage.group(1).lower())
