@@ -10,14 +10,17 @@ queues is run by a background engine process, which it starts when none is alive
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import HelpPanel
@@ -25,7 +28,7 @@ from textual.widgets import HelpPanel
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
-from depthtui.screens.figures import Report
+from depthtui.screens.figures import Report, build_report_apart, build_report_here
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.reports import ReportsScreen
@@ -34,9 +37,17 @@ from depthtui.screens.task_detail import TaskDetailScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
 from depthtui.widgets.messages import Launch, OpenEpisode, OpenTask
-from store.db import Store, data_version, open_reader
+from store.db import Store, StoreError, data_version, open_reader
 
 POLL_SECONDS = 0.5
+REPORT_EVERY_S = 2.0  # while runs write, the report's figures are rebuilt at most this often
+
+
+@dataclass(frozen=True)
+class _CachedReport:
+    version: int  # App.version it was built at
+    at: float  # time.monotonic() when built
+    report: Report
 
 
 class DepthApp(App[None]):
@@ -80,7 +91,7 @@ class DepthApp(App[None]):
         self._worker_lock = threading.Lock()
         self._writer: Store | None = None
         self._report_lock = threading.Lock()
-        self._report: tuple[int, Report] | None = None  # (store version, the report)
+        self._report: _CachedReport | None = None
         self.version = 0  # bumped whenever another connection committed
         self._data_version = data_version(self.conn)
         self.last_query = ""
@@ -93,16 +104,42 @@ class DepthApp(App[None]):
         with self._worker_lock:
             yield self._worker_conn
 
-    def report(self, conn: sqlite3.Connection) -> Report:
-        """`depthtui report`'s figures for the store as it is now (build_report), computed once
-        per store version and shared by the screens that show them. Called from workers."""
-        from engine.analysis.report import build_report
+    def report(self) -> Report:
+        """`depthtui report`'s figures (build_report), shared by the screens that show them.
 
+        Built once per store version, and while runs keep writing at most every
+        REPORT_EVERY_S: in between, the last one is returned and poll_store asks the screen to
+        reload once it is due. Called from workers. It is built in a child process: thousands
+        of rows and a bootstrap in a thread would take the GIL from the screen (stepping
+        through turns slowed by half while it ran, and the report itself starved).
+        """
         with self._report_lock:
-            version = self.version
-            if self._report is None or self._report[0] != version:
-                self._report = (version, build_report(conn))
-            return self._report[1]
+            version, cached = self.version, self._report
+            if cached is not None and (
+                cached.version == version or time.monotonic() - cached.at < REPORT_EVERY_S
+            ):
+                return cached.report
+            try:
+                report = build_report_apart(self.db_path)
+            except (StoreError, subprocess.SubprocessError, ValueError) as exc:
+                # the figures still come from build_report, in this process
+                self.call_from_thread(self.notify, str(exc), severity="warning", timeout=10)
+                report = build_report_here(self.db_path)
+            self._report = _CachedReport(version, time.monotonic(), report)
+            return report
+
+    def cached_report(self) -> Report | None:
+        """The last report built, however old (never waits)."""
+        cached = self._report
+        return None if cached is None else cached.report
+
+    def _report_due(self) -> bool:
+        cached = self._report
+        return (
+            cached is not None
+            and cached.version != self.version
+            and time.monotonic() - cached.at >= REPORT_EVERY_S
+        )
 
     @property
     def writer(self) -> Store:
@@ -132,13 +169,19 @@ class DepthApp(App[None]):
         self.call_from_thread(self.notify, f"job #{job_id}: engine pid {pid} runs it")
 
     def poll_store(self) -> None:
-        current = data_version(self.conn)
-        if current == self._data_version:
+        try:
+            screen = self.screen
+        except ScreenStackError:  # starting up or shutting down
             return
-        self._data_version = current
+        current = data_version(self.conn)
+        if current != self._data_version:
+            self._data_version = current
+        elif not (self._report_due() and getattr(screen, "uses_report", False)):
+            return
+        # (else: nothing new, but the figures on screen are from a report that held back)
         self.version += 1
-        if isinstance(self.screen, DataScreen):
-            self.screen.reload()
+        if isinstance(screen, DataScreen):
+            screen.reload()
 
     def on_unmount(self) -> None:
         for conn in (self.conn, self._worker_conn):

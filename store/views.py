@@ -3,6 +3,10 @@
 Every function takes a `sqlite3.Connection` (normally one from `store.db.open_reader`) and
 returns plain frozen dataclasses, so screens never see SQL or rows. Queries fetch only the columns
 a screen shows: a turn's request/response JSON and a call's full output are read on demand.
+
+Not here, on purpose: the figures `depthtui report` prints (N, D, pass rates, pass@1, safe
+success) come from engine.analysis.report.build_report, and transcript search from
+store/search.py, so the TUI and the command line can never disagree.
 """
 
 from __future__ import annotations

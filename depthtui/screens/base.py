@@ -18,6 +18,8 @@ class DataScreen(Screen[None]):
     its widgets and this one then loads: no `super()` call.)
     """
 
+    uses_report = False  # shows figures from App.report (reloaded when a held-back one is due)
+
     BINDINGS = [
         Binding("escape", "back", "Back", show=False),
         Binding("j", "move(1)", "Down", show=False),

@@ -116,7 +116,14 @@ def safety_view(rows: list[dict[str, Any]]) -> RenderableType:
 class DashboardScreen(DataScreen):
     """The first screen: what the store holds, what it says, and what is running."""
 
+    uses_report = True
+
     BINDINGS = [Binding("enter", "open", "Open", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._datasets: list[views.DatasetCount] = []
+        self._report: Report | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -159,32 +166,20 @@ class DashboardScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="dashboard")
     def _fetch(self) -> None:
+        # The counts are cheap and shown at once; the report takes a moment on a big store,
+        # so its figures follow (they are computed once per store version, App.report).
         with self.app.worker_reader() as conn:
-            data = (
-                views.datasets(conn),
-                self.app.report(conn),
-                jobs.list_jobs(conn, active_only=True),
-            )
-        self.app.call_from_thread(self._show, *data)
+            counts = (views.datasets(conn), jobs.list_jobs(conn, active_only=True))
+        self.app.call_from_thread(self._show_counts, *counts)
+        self.app.call_from_thread(self._show_figures, self.app.report())
 
-    def _show(
-        self, datasets: list[views.DatasetCount], report: Report, active: list[jobs.Job]
-    ) -> None:
-        figures = {d["dataset"]: d for d in report["datasets"]}
-        rows = []
-        for d in datasets:
-            f = figures.get(d.dataset, {})
-            rows.append(
-                (d.dataset, [one_line(d.dataset, 30), num(d.tasks), num(f.get("measured")),
-                             fmt(f.get("median_D"), 1), num(d.episodes),
-                             Text(num(d.errors), style="magenta" if d.errors else "")])
-            )  # fmt: skip
-        sync_rows(self.query_one("#datasets", DataTable), rows)
-        episodes = sum(d.episodes for d in datasets)
-        running = sum(d.running for d in datasets)
-        self.query_one("#headline", Static).update(headline_view(report, episodes, running))
-        self.query_one("#models", Static).update(models_view(report))
-        self.query_one("#safety", Static).update(safety_view(headline_safety(report)))
+    def _show_counts(self, datasets: list[views.DatasetCount], active: list[jobs.Job]) -> None:
+        self._datasets = datasets
+        self._dataset_rows()
+        if self._report is None:
+            self.query_one("#headline", Static).update(
+                Text("computing the report's figures…", style="dim")
+            )
         rows = [
             (str(j.id), [f"#{j.id}", j.kind, job_status(j), job_progress(j),
                          num(j.progress_failed), f"${j.cost_usd:.4f}", one_line(j.cli, 60)])
@@ -196,6 +191,27 @@ class DashboardScreen(DataScreen):
             ]
         sync_rows(self.query_one("#running-jobs", DataTable), rows)
         self.mark_loaded()
+
+    def _show_figures(self, report: Report) -> None:
+        self._report = report
+        self._dataset_rows()
+        episodes = sum(d.episodes for d in self._datasets)
+        running = sum(d.running for d in self._datasets)
+        self.query_one("#headline", Static).update(headline_view(report, episodes, running))
+        self.query_one("#models", Static).update(models_view(report))
+        self.query_one("#safety", Static).update(safety_view(headline_safety(report)))
+
+    def _dataset_rows(self) -> None:
+        figures = {d["dataset"]: d for d in (self._report or {}).get("datasets", [])}
+        rows = []
+        for d in self._datasets:
+            f = figures.get(d.dataset, {})
+            rows.append(
+                (d.dataset, [one_line(d.dataset, 30), num(d.tasks), num(f.get("measured")),
+                             fmt(f.get("median_D"), 1), num(d.episodes),
+                             Text(num(d.errors), style="magenta" if d.errors else "")])
+            )  # fmt: skip
+        sync_rows(self.query_one("#datasets", DataTable), rows)
 
     def action_open(self) -> None:
         focused = self.focused

@@ -8,12 +8,17 @@ counts (runs, running episodes) and each task's contract verdict.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.analysis.report import build_report
 from store import views
+from store.db import StoreError, open_reader
 
 Report = dict[str, Any]
 
@@ -35,11 +40,16 @@ class TaskLine:
     status: str  # running | invalid | measuring | measured | no pass | unmeasured
 
 
-def status_of(row: dict[str, Any], counts: views.TaskCounts) -> str:
+PENDING = "…"  # the report is being built: figures follow in a moment
+
+
+def status_of(row: dict[str, Any] | None, counts: views.TaskCounts) -> str:
     if counts.running:
         return "running"
     if counts.valid is False:
         return "invalid"
+    if row is None:
+        return PENDING
     if row["protocol"] is None:
         return "unmeasured"
     if not row["finished"]:
@@ -47,25 +57,25 @@ def status_of(row: dict[str, Any], counts: views.TaskCounts) -> str:
     return "measured" if row["D"] is not None else "no pass"
 
 
-def task_lines(report: Report, counts: list[views.TaskCounts]) -> list[TaskLine]:
-    by_id = {r["id"]: r for r in report["tasks"]}
+def task_lines(report: Report | None, counts: list[views.TaskCounts]) -> list[TaskLine]:
+    """A row per task. A task the report does not hold yet (no report so far, or imported
+    since it was built) shows blank figures and a pending status until the next one."""
+    by_id = {r["id"]: r for r in report["tasks"]} if report is not None else {}
     out = []
     for c in counts:
         row = by_id.get(c.id)
-        if row is None:  # imported after the report was built: shown at the next reload
-            continue
         out.append(
             TaskLine(
                 id=c.id,
                 dataset=c.dataset,
                 name=c.name,
                 segments=c.segments,
-                work=row["W"],
-                n=row["N"],
-                d=row["D"],
-                finished=bool(row["finished"]),
+                work=c.work if row is None else row["W"],
+                n=None if row is None else row["N"],
+                d=None if row is None else row["D"],
+                finished=bool(row and row["finished"]),
                 runs=c.runs,
-                pass_rate=row.get("pass_rate"),
+                pass_rate=None if row is None else row.get("pass_rate"),
                 status=status_of(row, c),
             )
         )
@@ -98,3 +108,34 @@ def rate_text(rate: dict[str, Any]) -> str:
         return "–"
     low, high = rate["ci95"]
     return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
+
+
+def build_report_apart(db: Path, timeout_s: float = 300) -> Report:
+    """build_report on `db`, run by a child Python (`python -m depthtui.screens.figures DB`) and
+    handed back as JSON, so the caller's threads keep the GIL to themselves."""
+    done = subprocess.run(
+        [sys.executable, "-m", "depthtui.screens.figures", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode != 0:
+        raise StoreError(f"{db}: the report could not be built: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout)
+
+
+def build_report_here(db: Path) -> Report:
+    conn = open_reader(db)
+    try:
+        return build_report(conn)
+    finally:
+        conn.close()
+
+
+def main(argv: list[str]) -> int:
+    json.dump(build_report_here(Path(argv[0])), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -178,6 +178,8 @@ def checks_view(rows: list[dict[str, Any]]) -> RenderableType:
 
 
 class ReportsScreen(DataScreen):
+    uses_report = True
+
     BINDINGS = [
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
@@ -199,9 +201,7 @@ class ReportsScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="reports")
     def _fetch(self) -> None:
-        with self.app.worker_reader() as conn:
-            report = self.app.report(conn)
-        self.app.call_from_thread(self._show, report)
+        self.app.call_from_thread(self._show, self.app.report())
 
     def _show(self, report: Report) -> None:
         width = max(20, min(90, self.size.width - 34))  # room for the axis title

@@ -147,6 +147,8 @@ def episode_cells(e: views.EpisodeInfo) -> list:
 
 
 class TaskDetailScreen(DataScreen):
+    uses_report = True
+
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("right_square_bracket", "tab(1)", "Next tab"),
@@ -196,8 +198,7 @@ class TaskDetailScreen(DataScreen):
             detail = views.task_detail(conn, self.task_id)
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
-            report = self.app.report(conn)
-        figures = next((t for t in report["tasks"] if t["id"] == self.task_id), None)
+        figures = next((t for t in self.app.report()["tasks"] if t["id"] == self.task_id), None)
         self.app.call_from_thread(self._show, detail, grid, episodes, figures)
 
     def _show(

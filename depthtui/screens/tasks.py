@@ -131,6 +131,8 @@ def row_cells(r: TaskLine) -> list:
 
 
 class TasksScreen(DataScreen):
+    uses_report = True
+
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("f", "focus_filter", "Filter"),
@@ -182,8 +184,10 @@ class TasksScreen(DataScreen):
     @work(thread=True, exclusive=True, group="tasks")
     def _fetch(self) -> None:
         with self.app.worker_reader() as conn:
-            rows = task_lines(self.app.report(conn), views.task_counts(conn))
-        self.app.call_from_thread(self._refresh_rows, rows)
+            counts = views.task_counts(conn)
+        if self.app.cached_report() is None:  # show the tasks now, their figures when built
+            self.app.call_from_thread(self._refresh_rows, task_lines(None, counts))
+        self.app.call_from_thread(self._refresh_rows, task_lines(self.app.report(), counts))
 
     def _refresh_rows(self, rows: list[TaskLine]) -> None:
         first = not self._rows and not self.loaded.is_set()
