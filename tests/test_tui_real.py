@@ -403,8 +403,9 @@ def test_search_finds_the_forged_command_and_opens_its_turn(
         box.value = ">>"
         await pilot.press("enter")
         await tui.settle(pilot)
-        assert real_store.collateral in {h.episode_id for h in screen.hits}
-        assert "1 hits for >>" in tui.text(app) or len(screen.hits) > 1
+        # the scribble into the planted file, and the copier's assembly loop (`cat >> out`)
+        assert {h.episode_id for h in screen.hits} == {real_store.collateral, real_store.copied}
+        assert "2 hits for >>" in tui.text(app)
 
     drive(tui, real_db, flow)
 
