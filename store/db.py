@@ -160,6 +160,10 @@ def migrate_to(store: Store, target: int) -> None:
     for number in range(current + 1, target + 1):
         script = MIGRATIONS[number - 1]
         with store.tx() as conn:
+            # Another process may have opened the same new file and migrated it meanwhile:
+            # the version read under the write lock decides.
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= number:
+                continue
             for statement in _statements(script):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")

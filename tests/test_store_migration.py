@@ -82,3 +82,33 @@ def test_a_file_from_a_newer_depthtui_is_refused(db_path: Path):
         Store(db_path)
     with pytest.raises(StoreError, match="newer than this depthtui knows"):
         open_reader(db_path)
+
+
+def test_processes_opening_a_new_store_at_once_migrate_it_once(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from store.schema import SCHEMA_VERSION
+
+    path = tmp_path / "new.db"
+    # Every process imports first, then opens the file at the same moment.
+    code = (
+        "import sys, time; from store.db import Store; "
+        "time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
+        "s = Store(sys.argv[1]); print(s.version); s.close()"
+    )
+    start = str(time.time() + 2.0)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert out.strip() == str(SCHEMA_VERSION)
