@@ -37,11 +37,17 @@ def _context(root: Path, dockerfile: str, files: dict[str, str]) -> Path:
 
 
 def _run_in(image: str, argv: list[str]) -> str:
+    # Wait, read the logs, then remove: run(remove=True) can lose the output of a container
+    # that exits at once when the daemon is busy.
     client = connect()
-    out = client.containers.run(
-        image, argv, remove=True, network_mode="none", labels=TEST_LABELS, entrypoint=[]
+    container = client.containers.run(
+        image, argv, detach=True, network_mode="none", labels=TEST_LABELS, entrypoint=[]
     )
-    return out.decode()
+    try:
+        container.wait(timeout=120)
+        return container.logs(stdout=True, stderr=False).decode()
+    finally:
+        container.remove(force=True)
 
 
 def _task(task_id: str, env: Path, **kw):
