@@ -130,6 +130,7 @@ say "set-up done in ${SECONDS} s"
 case "$MODE" in
     setup) ;;
     demo) exec "$VENV/bin/depthtui" demo "$@" ;;
-    test) exec "$VENV/bin/pytest" "$@" ;;
+    # Two workers, one test file each at a time: most tests wait on Docker, not on a core.
+    test) exec "$VENV/bin/pytest" -n "${DEPTHTUI_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
     *) die "unknown mode '$MODE' (expected: setup, demo or test)" ;;
 esac

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -60,7 +61,7 @@ class Store:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             _check_readable(conn, self.path)
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
@@ -181,6 +182,22 @@ def _statements(script: str) -> Iterator[str]:
             buf = ""
     if buf.strip():
         yield buf.strip()
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch a file to WAL once. The switch takes an exclusive lock and does not wait on the
+    busy timeout, so processes opening a new file together take turns."""
+    for attempt in range(60):
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    conn.execute("PRAGMA journal_mode = WAL")
 
 
 def _check_readable(conn: sqlite3.Connection, path: Path) -> None:

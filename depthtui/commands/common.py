@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from store.db import Store, StoreError, default_path
 
@@ -32,7 +33,8 @@ JsonOption = Annotated[
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one clear error and exit non-zero."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    # soft_wrap: a path or command in the message stays whole, to be copied.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
