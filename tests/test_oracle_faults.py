@@ -208,3 +208,19 @@ def test_repair_and_forgery_commands_quote_paths():
         "mv '/home/user/my data/it'\"'\"'s.txt.bak' '/home/user/my data/it'\"'\"'s.txt'"
     )
     assert faults.forgery_command(plan).startswith("rm -f '/home/user/my data/it'")
+
+
+def test_a_pipe_is_never_planned_over_an_existing_spare(fake_root):
+    # The named pipe's original waits at <input>.bak: an input whose .bak already exists is no
+    # candidate for that family (the others may still take it), and naming it is an error.
+    fake_root.write("data/names.txt.bak", "old\n")
+    m = _pristine(fake_root)
+    for i in range(20):
+        plan = faults.plan_fault(f"t{i}", "blocking_fifo", m, TEXT, Permits())
+        assert plan is not None and plan.target != f"{H}/data/names.txt"
+    with pytest.raises(faults.FaultError, match="already exists"):
+        faults.plan_fault("t", "blocking_fifo", m, TEXT, Permits(), target=f"{H}/data/names.txt")
+    picks = {
+        faults.plan_fault(f"t{i}", "perm_denied", m, TEXT, Permits()).target for i in range(20)
+    }
+    assert f"{H}/data/names.txt" in picks

@@ -133,7 +133,11 @@ def plan_fault(
     if family not in FAMILIES:
         raise FaultError("plan", f"unknown fault family {family!r}; expected one of {FAMILIES}")
     if target is None:
-        target = choose_target(task_id, family, fault_candidates(pristine, instruction, permits))
+        candidates = fault_candidates(pristine, instruction, permits)
+        if family == "blocking_fifo":
+            # The original waits at <input>.bak: an input whose .bak exists cannot take it.
+            candidates = [c for c in candidates if pristine.get(c + ".bak") is None]
+        target = choose_target(task_id, family, candidates)
         if target is None:
             return None
     entry = pristine.get(target)

@@ -281,9 +281,13 @@ class _Audit:
         # a reference that hangs on the fault (a blocking pipe) then fails in 30 s, not after
         # the task's whole agent time.
         bite = self.spec("replay", "bite", fault=family)
-        plan = faults.plan_fault(
-            task.id, family, pristine, task.instruction, permits, seed=bite.seed()
-        )
+        try:
+            plan = faults.plan_fault(
+                task.id, family, pristine, task.instruction, permits, seed=bite.seed()
+            )
+        except faults.FaultError as exc:
+            notes[family] = f"the fault cannot be planned: {exc.detail}"
+            return None
         if plan is None:
             notes[family] = "no input file named in the instruction can take this fault"
             return None
