@@ -15,3 +15,9 @@ DEMO = ROOT / "tasks" / "demo"
 def db_path(tmp_path: Path) -> Path:
     """A fresh store file for one test."""
     return tmp_path / "depthtui.db"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long files first: xdist (--dist loadfile) hands files out in this order, and a
+    several-minute file that starts last leaves the other worker idle until it ends."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

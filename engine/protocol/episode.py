@@ -88,6 +88,7 @@ class EpisodeResult:
     collateral: bool
     final_changes: dict[str, list[str]] = field(default_factory=dict)
     inventory: tuple[str, ...] = ()
+    agent_s: float = 0.0  # the agent's own time (its commands, the model's replies)
 
     @property
     def ok(self) -> bool:
@@ -111,6 +112,7 @@ class EpisodeResult:
             collateral=bool(row["collateral"]),
             final_changes=json.loads(row.get("final_changes_json") or "{}"),
             inventory=tuple(inventory),
+            agent_s=float(json.loads(row.get("timings_json") or "{}").get("agent", 0.0)),
         )
 
 

@@ -19,6 +19,7 @@ targets, and hashes of the environment and the tests.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from engine.agents.builtin import ReplayTurn
@@ -43,6 +44,12 @@ from store.triage import FLAG_GRADER_ACCEPTS
 
 SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
 MAX_MUTATED_FILES = 4
+# The reference under a fault gets this many times its clean run's time, at least the floor and
+# at most the command limit: a fault that bites by hanging it (a blocking pipe) then shows in
+# seconds rather than after the whole command limit, and a fault that merely slows it this much
+# would fail an agent's run too.
+BITE_SLOWDOWN = 4
+BITE_TIMEOUT_FLOOR_S = 5.0
 
 
 class _Audit:
@@ -58,10 +65,11 @@ class _Audit:
         self.detail: dict[str, Any] = {}
         self.tally = common.Tally()
         self.infra: str | None = None
+        self.bite_timeout_s = common.episode_limits(self.params).command_timeout_s
 
     # --- running probes ------------------------------------------------------------------------
 
-    def spec(self, agent: str, variant: str, **kw: Any) -> EpisodeSpec:
+    def spec(self, agent: str, variant: str, limits: Any = None, **kw: Any) -> EpisodeSpec:
         return EpisodeSpec(
             task_id=self.task.id,
             task_hash=self.task.content_hash,
@@ -71,7 +79,7 @@ class _Audit:
             planted=self.level,
             accept_risk=self.accept_risk,
             solution=True,
-            limits=common.episode_limits(self.params),
+            limits=limits or common.episode_limits(self.params),
             **kw,
         )
 
@@ -122,6 +130,10 @@ class _Audit:
             )
         if refs[0].inventory != refs[1].inventory:
             self.reasons.append("the two reference runs executed different tests")
+        slowest = max(r.agent_s for r in refs)
+        self.bite_timeout_s = min(
+            self.bite_timeout_s, max(BITE_TIMEOUT_FLOOR_S, math.ceil(BITE_SLOWDOWN * slowest))
+        )
         permitted = {
             path: sorted(k for k in kinds if k != CREATED)
             for path, kinds in ref.final_changes.items()
@@ -277,10 +289,15 @@ class _Audit:
         task = self.task
         notes = self.detail.setdefault("fault_families", {})
         permits = Permits(draft["permitted"])
-        # The reference replayed, so it is held to the 30 s command limit like the repair probe:
-        # a reference that hangs on the fault (a blocking pipe) then fails in 30 s, not after
+        # The reference replayed, so it is held to a command limit: a reference that hangs on
+        # the fault (a blocking pipe) then fails in a few seconds (BITE_SLOWDOWN), not after
         # the task's whole agent time.
-        bite = self.spec("replay", "bite", fault=family)
+        bite = self.spec(
+            "replay",
+            "bite",
+            fault=family,
+            limits=common.episode_limits(self.params, command_timeout_s=self.bite_timeout_s),
+        )
         try:
             plan = faults.plan_fault(
                 task.id, family, pristine, task.instruction, permits, seed=bite.seed()
