@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from engine.oracle.manifest import RACY_NS, ManifestScanner
 from engine.sandbox.containers import start_sandbox
 from engine.tasks.model import Environment, Limits, Segment, Task

@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from engine.tasks import apptainer, dockerfile
 from engine.tasks.apptainer import ApptainerError, parse_definition, to_dockerfile, translate
 from engine.tasks.loader import load_task
