@@ -95,6 +95,9 @@ class DepthApp(App[None]):
         self.version = 0  # bumped whenever another connection committed
         self._data_version = data_version(self.conn)
         self.last_query = ""
+        # One episode screen per mode, kept (installed) when popped and pointed at the next
+        # episode opened: building its widgets and styles again took most of an open.
+        self._episode_screens: dict[str, EpisodeScreen] = {}
 
     # ------------------------------------------------------------------ store access
 
@@ -192,14 +195,19 @@ class DepthApp(App[None]):
     # ------------------------------------------------------------------ navigation
 
     def on_open_episode(self, message: OpenEpisode) -> None:
-        self.push_screen(
-            EpisodeScreen(
-                message.episode_id,
-                turn=message.turn,
-                context=message.context,
-                query=message.query or self.last_query,
-            )
+        query = message.query or self.last_query
+        kept = self._episode_screens.get(self.current_mode)
+        if kept is not None and kept not in self.screen_stack:
+            kept.retarget(message.episode_id, message.turn, message.context, query)
+            self.push_screen(kept)
+            return
+        screen = EpisodeScreen(
+            message.episode_id, turn=message.turn, context=message.context, query=query
         )
+        if kept is None:
+            self._episode_screens[self.current_mode] = screen
+            self.install_screen(screen, name=f"episode-{self.current_mode}")
+        self.push_screen(screen)
 
     def on_open_task(self, message: OpenTask) -> None:
         self.push_screen(TaskDetailScreen(message.task_id))

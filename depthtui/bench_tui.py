@@ -35,7 +35,7 @@ from rich.text import Text
 EPISODES = 10_000
 TURNS = 200_000
 STEPS = 60
-OPENS = 5
+OPENS = 11
 SIZE = (120, 40)
 TARGETS = {
     "first_paint_s": 1.0,

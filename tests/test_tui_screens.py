@@ -275,6 +275,38 @@ def test_replay_steps_through_turns_episodes_output_and_verdict(tui, tui_db: Pat
     drive(tui, tui_db, flow)
 
 
+def test_a_kept_episode_screen_shows_the_next_episode_from_its_start(tui, tui_db: Path) -> None:
+    conn = reader(tui_db)
+    first, second = views.find_episodes(conn, min_turns=3, limit=2)
+    infos = {e: views.episode(conn, e) for e in (first, second)}
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenEpisode(first))
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, EpisodeScreen)
+        await pilot.press("G")
+        assert screen.turn == infos[first].turns
+        await pilot.press("escape")
+        await tui.settle(pilot)
+        assert not isinstance(app.screen, EpisodeScreen)
+        # the same screen object comes back, pointed at the other episode, at its first turn
+        app.post_message(OpenEpisode(second))
+        await tui.settle(pilot)
+        assert app.screen is screen and screen.episode_id == second and screen.turn == 1
+        assert screen.query_one("#turn-list", DataTable).row_count == infos[second].turns
+        assert screen.query_one("#turn-list", DataTable).cursor_row == 0
+        assert f"Episode {second}" in tui.text(app)
+        await pilot.press("escape")
+        await tui.settle(pilot)
+        app.post_message(OpenEpisode(first, turn=2))
+        await tui.settle(pilot)
+        assert app.screen is screen and screen.episode_id == first and screen.turn == 2
+        assert screen.query_one("#turn-list", DataTable).row_count == infos[first].turns
+
+    drive(tui, tui_db, flow)
+
+
 def test_replay_marks_collateral_and_shows_the_oracle_diff(tui, tui_db: Path) -> None:
     conn = reader(tui_db)
     item = triage.queue_items(conn, "collateral")[0]

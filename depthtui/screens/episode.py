@@ -121,6 +121,23 @@ class EpisodeScreen(DataScreen):
         self.detail: views.TurnDetail | None = None
         self.selected_call = 0
         self._verdict: Verdict | None = None
+        self._retargeted = False
+
+    def retarget(
+        self, episode_id: int, turn: int | None, context: tuple[int, ...], query: str
+    ) -> None:
+        """Show another episode when this (kept) screen is pushed again."""
+        self.episode_id, self.turn = episode_id, turn or 1
+        self.context, self.search_text = tuple(context), query
+        self.info, self.detail, self.selected_call = None, None, 0
+        self._retargeted = True
+        self.loaded.clear()
+
+    def on_screen_resume(self) -> None:
+        if self._retargeted and self.loaded_version != -1:
+            self._retargeted = False
+            self.loaded_version = self.app.version  # DataScreen's reload then has nothing to do
+            self.load()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -159,8 +176,10 @@ class EpisodeScreen(DataScreen):
         self.marks = views.turn_marks(conn, episode_id)
         self.hits = []
         self._verdict = None
+        self.selected_call = 0
         turn_list = self.query_one("#turn-list", DataTable)
         turn_list.clear()
+        self.query_one("#turn-view", TurnView).scroll_home(animate=False)
         # a table draws only the rows on screen: a 150-turn list costs what 35 rows cost
         turn_list.add_rows([turn_prompt(m, False)] for m in self.marks)
         self._show_head()
