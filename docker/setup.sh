@@ -131,6 +131,6 @@ case "$MODE" in
     setup) ;;
     demo) exec "$VENV/bin/depthtui" demo "$@" ;;
     # Two workers, one test file each at a time: most tests wait on Docker, not on a core.
-    test) exec "$VENV/bin/pytest" -n "${DEPTHTUI_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+    test) exec "$VENV/bin/pytest" -n "${DEPTHTUI_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
     *) die "unknown mode '$MODE' (expected: setup, demo or test)" ;;
 esac

@@ -18,6 +18,7 @@ def db_path(tmp_path: Path) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long files first: xdist (--dist loadfile) hands files out in this order, and a
-    several-minute file that starts last leaves the other worker idle until it ends."""
+    """The long files first: xdist (--dist loadfile --no-loadscope-reorder) hands files out in
+    this order, and a several-minute file that starts last leaves the other worker idle until
+    it ends."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
