@@ -232,7 +232,10 @@ async def _run_app(db: Path) -> dict[str, Any]:
 
 
 def _ratio(a: float, b: float) -> str:
-    return f"{a / b:,.0f}×" if b > 0 else "–"
+    if b <= 0:
+        return "–"
+    r = a / b
+    return f"{r:,.0f}×" if r >= 10 else f"{r:.1f}×"
 
 
 def render(result: dict) -> Group:
