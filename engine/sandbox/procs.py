@@ -46,15 +46,24 @@ while [ $grew = 1 ]; do
 $procs
 EOF
 done
+# Stopped first, all of them, then killed: killed one by one, a pipeline's reader could see
+# end of file and exit (or a process fork again) before its own turn came.
+victims=
 while read -r p pp uid start comm; do
     [ "$p" = "$shell" ] && continue
     case "$tree" in *" $p "*) ;; *) continue ;; esac
     if [ "$p" -le "$lastpid" ]; then
         [ -n "$tick" ] && [ "$start" -gt "$tick" ] || continue
     fi
-    kill -9 "$p" 2>/dev/null && echo "$p $comm"
+    kill -STOP "$p" 2>/dev/null && victims="$victims$p $comm
+"
 done <<EOF
 $procs
+EOF
+while read -r p comm; do
+    [ -n "$p" ] && kill -9 "$p" 2>/dev/null && echo "$p $comm"
+done <<EOF
+$victims
 EOF
 exit 0
 """
