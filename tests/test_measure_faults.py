@@ -1,6 +1,7 @@
-"""The validity audit and fault episodes, for real: `depthtui validate` on two demo tasks and on a
-broken copy of one, then `depthtui episodes --faults mix` on the validated demo/error-count with
-a scripted model on loopback that acts on what it sees.
+"""The validity audit and fault episodes, for real: `depthtui validate` on demo/error-count and on
+a broken copy of it (every demo task's audit is test_demo_validate.py's), then `depthtui episodes
+--faults mix` on the validated demo/error-count with a scripted model on loopback that acts on
+what it sees.
 
 The model (FaultAwarePolicy) looks at the input with `ls -la` (naming the input: the fault is
 observed at call 1 whenever there is one), then:
@@ -63,7 +64,7 @@ def fault_aware(body: dict[str, Any]) -> ScriptedReply:
 
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory: pytest.TempPathFactory):
-    """Two demo tasks and a broken copy of error-count, validated in one job."""
+    """demo/error-count and a broken copy of it, validated in one job."""
     tmp = tmp_path_factory.mktemp("faults")
     broken = tmp / "broken" / "error-count-accepts-anything"
     shutil.copytree(DEMO / "error-count", broken)
@@ -79,7 +80,6 @@ def validated(tmp_path_factory: pytest.TempPathFactory):
             [
                 "validate",
                 str(DEMO / "error-count"),
-                str(DEMO / "top-error-ips"),
                 str(broken),
                 "--workers",
                 "2",
@@ -97,26 +97,18 @@ def test_validate_valid_tasks_and_their_fault_families(validated) -> None:
     result = validated["result"]
     assert result.returncode == 0, result.stderr[-3000:]
     by_task = {r["task"]: r for r in result.json()}
-    assert set(by_task) == {
-        "demo/error-count",
-        "demo/top-error-ips",
-        "broken/error-count-accepts-anything",
-    }
-    for task, target in (
-        ("demo/error-count", TARGET),
-        ("demo/top-error-ips", "/home/user/logs/access.log"),
-    ):
-        r = by_task[task]
-        source = (DEMO / task.split("/")[1] / "tests" / "test_final_state.py").read_text()
-        # The inventory is every test the reference ran: each test function of the file.
-        n_tests = source.count("\ndef test_")
-        assert (r["valid"], r["reasons"], r["flags"]) == (True, [], []), r
-        assert r["fault_families"] == FAMILIES
-        assert r["fault_targets"] == {f: target for f in FAMILIES}
-        assert r["families_detail"] == {f: f"usable: target {target}" for f in FAMILIES}
-        assert r["tests"] == n_tests
-        # The reference only creates new files: nothing that existed may change.
-        assert r["permitted"] == {}
+    assert set(by_task) == {"demo/error-count", "broken/error-count-accepts-anything"}
+    r = by_task["demo/error-count"]
+    source = (DEMO / "error-count" / "tests" / "test_final_state.py").read_text()
+    # The inventory is every test the reference ran: each test function of the file.
+    n_tests = source.count("\ndef test_")
+    assert (r["valid"], r["reasons"], r["flags"]) == (True, [], []), r
+    assert r["fault_families"] == FAMILIES
+    assert r["fault_targets"] == {f: TARGET for f in FAMILIES}
+    assert r["families_detail"] == {f: f"usable: target {TARGET}" for f in FAMILIES}
+    assert r["tests"] == n_tests
+    # The reference only creates new files: nothing that existed may change.
+    assert r["permitted"] == {}
     contract = rows(validated["db"], "SELECT * FROM contracts WHERE task_id = 'demo/error-count'")[
         0
     ]
