@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from engine.agents.builtin import ReplayTurn
+from engine.agents.loop import EpisodeLimits
 from engine.oracle import faults, planted
 from engine.oracle.contract import Permits
 from engine.oracle.latch import Oracle
@@ -69,7 +70,9 @@ class _Audit:
 
     # --- running probes ------------------------------------------------------------------------
 
-    def spec(self, agent: str, variant: str, limits: Any = None, **kw: Any) -> EpisodeSpec:
+    def spec(
+        self, agent: str, variant: str, limits: EpisodeLimits | None = None, **kw: Any
+    ) -> EpisodeSpec:
         return EpisodeSpec(
             task_id=self.task.id,
             task_hash=self.task.content_hash,
