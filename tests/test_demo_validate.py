@@ -1,11 +1,13 @@
 """`depthtui validate tasks/demo`: every bundled task passes the validity audit (no-op fails; the
 reference passes twice with the same changes and tests; a planted deletion latches; the tests
 reject mutated outputs) and freezes a contract, and each single-instruction task has the fault
-families its inputs allow. Real Docker, the real CLI, a real SQLite file."""
+families its inputs allow. Its runs are also where the oracle agent is seen to pass, and the nop
+agent to fail, every demo task. Real Docker, the real CLI, a real SQLite file."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +63,21 @@ def test_every_demo_task_is_valid_with_its_fault_families(tmp_path: Path) -> Non
         else:
             assert row["tests"] > 0, row  # the frozen pytest inventory
             assert row["fault_families"] == EXPECTED_FAMILIES.get(task_id, ALL_FAMILIES), row
+
+    # The audit's own runs: the oracle agent (each segment's reference solution) passed every
+    # demo task twice (attempts 0 and 1), and the nop agent failed each. (A try that hit an
+    # infrastructure error is recorded too, and retried: only finished tries count here.)
+    conn = sqlite3.connect(db)
+    runs = conn.execute(
+        "SELECT task_id, agent, json_extract(spec_json, '$.spec.variant'), attempt, passed "
+        "FROM episodes WHERE error_kind IS NULL AND status = 'done' "
+        "AND json_extract(spec_json, '$.spec.variant') IN ('reference', 'noop')"
+    ).fetchall()
+    conn.close()
+    for task_id in rows:
+        mine = sorted((a, v, n, p) for t, a, v, n, p in runs if t == task_id)
+        assert mine == [
+            ("nop", "noop", 0, 0),
+            ("oracle", "reference", 0, 1),
+            ("oracle", "reference", 1, 1),
+        ], (task_id, mine)
