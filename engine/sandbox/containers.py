@@ -23,6 +23,7 @@ import docker.errors
 
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
+from engine.sandbox.disk import DiskWatch, watch_for
 from engine.sandbox.dockerapi import STDOUT, ExecStream, connect, engine_is_local, start_exec
 from engine.sandbox.gc import remove_image
 from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, owner_id
@@ -104,6 +105,7 @@ class DockerSandbox:
         self.snapshots: list[str] = []
         self.closed = False
         self.shell: PersistentShell | None = None
+        self.disk_watch: DiskWatch | None = None
 
     # --- the Sandbox protocol ---------------------------------------------------------------
 
@@ -206,16 +208,19 @@ class DockerSandbox:
         return host_dest
 
     def rootfs(self) -> Path | None:
+        merged = self._layer_dir("MergedDir")
+        return Path(merged) if merged and os.access(merged, os.R_OK | os.X_OK) else None
+
+    def _layer_dir(self, key: str) -> str | None:
+        """The overlay2 folder `key` (MergedDir, UpperDir) as the host sees it; None when the
+        engine is not local or uses another storage driver."""
         if not engine_is_local():
             return None
         try:
             info = self.api.inspect_container(self._id)
         except docker.errors.APIError:
             return None
-        merged = (info.get("GraphDriver") or {}).get("Data", {}).get("MergedDir")
-        if merged and os.access(merged, os.R_OK | os.X_OK):
-            return Path(merged)
-        return None
+        return (info.get("GraphDriver") or {}).get("Data", {}).get(key)
 
     def kill_agent_processes(self) -> list[tuple[int, str]]:
         """Kill every process of the agent user; the sleeper (root) stays. Returns what was
@@ -270,6 +275,8 @@ class DockerSandbox:
         """Stop and remove the container (and, if asked, its snapshot images); idempotent."""
         if not self.closed:
             self.closed = True
+            if self.disk_watch is not None:
+                self.disk_watch.close()
             if self.shell is not None:
                 self.shell.close()
             try:
@@ -545,4 +552,12 @@ def _prepare(sandbox: DockerSandbox) -> None:
         exec_as=sandbox.exec_as,
         default_timeout=sandbox.limits.command_timeout_sec,
     )
-    sandbox.shell.start()
+    shell = sandbox.shell
+    shell.start()
+    shell.disk_watch = sandbox.disk_watch = watch_for(
+        sandbox._layer_dir("UpperDir"),
+        sandbox.limits.storage_mb,
+        sandbox.container_id,
+        sandbox.agent_uid,
+        spare=lambda: {1, sandbox.sleeper_pid or 1, shell.pid or 1},
+    )

@@ -35,6 +35,7 @@ import docker
 
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
+from engine.sandbox.disk import DiskWatch
 from engine.sandbox.dockerapi import STDERR, STDOUT, ExecStream, engine_is_local, start_exec
 from engine.sandbox.output import BoundedCapture, model_text, observation
 
@@ -195,6 +196,7 @@ class PersistentShell:
         self._exec_id: str | None = None
         self._stream: ExecStream | None = None
         self._ended_note = ""
+        self.disk_watch: DiskWatch | None = None  # its note joins the next observation
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -331,6 +333,8 @@ class PersistentShell:
         outcome.flush()
         if outcome.cwd:
             self.cwd = outcome.cwd
+        if self.disk_watch is not None and (disk := self.disk_watch.take_note()):
+            notes.append(disk)
         capture = outcome.capture
         note = "; ".join(notes)
         return CallResult(
