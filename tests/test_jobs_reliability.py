@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -85,20 +86,26 @@ def test_kill_9_mid_job_then_restart(setup) -> None:
     job_id = submit_check(path, [f"demo/{t}" for t in TASKS])
     first = spawn_engine(path, workers=2, toy=False)
     procs.append(first)
-    wait_for(
-        lambda: (
+    dead = owner_of(first)
+
+    def frozen_holding_a_container() -> bool:
+        """The engine stopped (SIGSTOP) mid-episode while it owns a container or snapshot: an
+        episode's resources come and go between its phases, so look only while it is frozen."""
+        if not (
             rows(path, "SELECT 1 FROM episodes WHERE status = 'done'")
-            and rows(
-                path,
-                "SELECT 1 FROM episodes WHERE status = 'running' AND container_id IS NOT NULL",
-            )
-        ),
-        timeout=300,
-        every=0.05,
-    )
+            and rows(path, "SELECT 1 FROM episodes WHERE status = 'running'")
+        ):
+            return False
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)  # let Docker finish a request the engine sent just before
+        if owned_by([dead]):
+            return True
+        first.send_signal(signal.SIGCONT)
+        return False
+
+    wait_for(frozen_holding_a_container, timeout=300, every=0.05)
     first.kill()
     first.wait()
-    dead = owner_of(first)
     done_before = rows(path, "SELECT id, run_key FROM episodes WHERE status = 'done'")
     in_flight = rows(path, "SELECT id FROM episodes WHERE status = 'running'")
     assert done_before and in_flight
