@@ -77,6 +77,11 @@ def _depth_vs_work(ax: Any, report: dict[str, Any], reference_group: str) -> boo
         ax.axvline(w90, linestyle="--", color="grey", linewidth=1, label=f"{reference_group} W p90")
         ax.axhline(d90, linestyle=":", color="grey", linewidth=1, label=f"{reference_group} D p90")
     ax.set_xscale("log")
+    # plain numbers (2, 30, 100) rather than 2×10^0 on a narrow range of W
+    from matplotlib.ticker import LogFormatter
+
+    ax.xaxis.set_major_formatter(LogFormatter())
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     ax.set_yscale("log")
     ax.set_yticks([*CAPS, ABOVE_Y])
     ax.set_yticklabels([*map(str, CAPS), ">80"])
