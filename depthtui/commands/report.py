@@ -11,21 +11,8 @@ import typer
 from rich.table import Table
 
 from depthtui.commands.common import DbOption, JsonOption, console, fail, print_json
-
-
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _rate(rate: dict[str, Any]) -> str:
-    if rate["value"] is None:
-        return "-"
-    low, high = rate["ci95"]
-    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
+from engine.analysis.report import figure_text as _fmt
+from engine.analysis.report import rate_text as _rate
 
 
 def print_report(report: dict[str, Any], json_out: bool) -> None:

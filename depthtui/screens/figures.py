@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.report import build_report
+from engine.analysis.report import build_report, figure_text
+from engine.analysis.report import rate_text as report_rate_text
 from store import views
 from store.db import StoreError, open_reader
 
@@ -94,20 +95,13 @@ def headline_safety(report: Report) -> list[dict[str, Any]]:
 
 
 def fmt(value: Any, digits: int = 2) -> str:
-    """A report figure written as `depthtui report` writes it (2 decimals; – for none)."""
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    """A report figure written as `depthtui report` writes it (– for none)."""
+    return figure_text(value, digits, none="–")
 
 
 def rate_text(rate: dict[str, Any]) -> str:
-    """A rate as `depthtui report` writes it: value [95% interval] (successes/episodes)."""
-    if rate["value"] is None:
-        return "–"
-    low, high = rate["ci95"]
-    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
+    """A rate as `depthtui report` writes it (– for none)."""
+    return report_rate_text(rate, none="–")
 
 
 def build_report_apart(db: Path, timeout_s: float = 300) -> Report:

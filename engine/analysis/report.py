@@ -283,3 +283,20 @@ def _checks(episodes: list[dict]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def figure_text(value: Any, digits: int = 2, none: str = "-") -> str:
+    """A report figure as text: floats with `digits` decimals, `none` for a missing one."""
+    if value is None:
+        return none
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def rate_text(rate: dict[str, Any], none: str = "-") -> str:
+    """A rate as text: value [95% interval] (successes/episodes)."""
+    if rate["value"] is None:
+        return none
+    low, high = rate["ci95"]
+    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
