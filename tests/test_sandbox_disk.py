@@ -5,6 +5,8 @@ that is not writing, is untouched."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,15 @@ def sb() -> Iterator[DockerSandbox]:
         sandbox.close(remove_snapshots=True)
 
 
+def write_slowly(path: Path, chunks: int, size: int) -> None:
+    """`chunks` × `size` bytes to `path`, one chunk every 0.4 s: a steady writer on the host."""
+    with path.open("wb") as out:
+        for _ in range(chunks):
+            time.sleep(0.4)
+            out.write(b"\0" * size)
+            out.flush()
+
+
 def size_of(sb: DockerSandbox, path: str) -> int:
     return int(sb.run(f"stat -c %s {path}").output)
 
@@ -49,8 +60,20 @@ def test_a_command_writing_past_the_limit_is_stopped_and_can_be_undone(sb: Docke
     assert SAID in r.note and "delete what you wrote" in r.observation
     assert not r.shell_restarted
     assert LIMIT_MB << 20 < size_of(sb, "~/flood") < 2 << 30
-    # the files stay; a command that is not writing is not stopped, however long it runs
-    slow = sb.run("sleep 1.5; echo still-here")
+    # the files stay; a command that is not writing is not stopped, however long it runs, even
+    # while something else (another episode, here the host itself) writes to the same disk
+    assert sb.disk_watch is not None
+    device = sb.disk_watch.guard.upper.stat().st_dev
+    candidates = [Path("/tmp"), Path("/var/tmp"), Path("/var/lib/docker/tmp")]
+    elsewhere = next(d for d in candidates if d.is_dir() and d.stat().st_dev == device)
+    other = elsewhere / f"depthtui-test-foreign-{os.getpid()}"
+    writer = threading.Thread(target=write_slowly, args=(other, 6, 64 << 20))
+    writer.start()
+    try:
+        slow = sb.run("sleep 3; echo still-here")
+    finally:
+        writer.join()
+        other.unlink(missing_ok=True)
     assert slow.output == b"still-here\n" and slow.note == ""
     again = sb.run("rm ~/flood && echo removed")
     assert again.output == b"removed\n" and again.exit_code == 0 and again.note == ""
@@ -78,21 +101,47 @@ def test_layer_bytes_counts_blocks_without_following_links(tmp_path: Path) -> No
     (tmp_path / "a" / "one").write_bytes(b"x" * (1 << 20))
     (tmp_path / "two").write_bytes(b"y" * (1 << 20))
     (tmp_path / "link").symlink_to("/usr")
-    assert 2 << 20 <= layer_bytes(tmp_path, stop_above=1 << 40) < 3 << 20
+    size, whole = layer_bytes(tmp_path)
+    assert whole and 2 << 20 <= size < 3 << 20
+    # past its time budget the walk stops with a lower bound, and says so
+    partial, whole = layer_bytes(tmp_path, budget_s=-1.0)
+    assert not whole and partial < 2 << 20
 
 
 def test_guard_decisions_on_a_plain_folder(tmp_path: Path) -> None:
-    guard = DiskGuard(tmp_path, limit_bytes=1 << 20)
+    layer = tmp_path / "upper"
+    layer.mkdir()
+    guard = DiskGuard(layer, limit_bytes=1 << 20)
     assert guard.check() is None  # nothing written
-    (tmp_path / "big").write_bytes(b"z" * (4 << 20))
-    # As if the host had lost 8 MiB since the container started, some of it just now:
-    guard.free_at_start += 8 << 20
-    guard._last_free += 2 * GROWTH_BYTES
+
+    def host_lost(recently: int) -> None:
+        # As if the host had lost 8 MiB since the container started, `recently` of it just now.
+        guard.free_at_start = guard._last_free + (8 << 20)
+        guard._last_free += recently
+        guard._walked = float("-inf")
+
+    (layer / "big").write_bytes(b"z" * (4 << 20))
+    host_lost(2 * GROWTH_BYTES)
     assert guard.check() == "the container's disk use passed its limit of 1 MiB"
     # nothing written since the last look: over the limit, but nobody is writing
     assert guard.check() is None
+    # the host is written to, this layer (over its limit) is not: another container's writes
+    (tmp_path / "elsewhere").write_bytes(b"e" * (4 << 20))
+    host_lost(2 * GROWTH_BYTES)
+    assert guard.check() is None
+    # this layer grows again
+    (layer / "more").write_bytes(b"m" * (2 << 20))
+    host_lost(2 * GROWTH_BYTES)
+    assert guard.check() == "the container's disk use passed its limit of 1 MiB"
+    # what writers left before their kill is not growth the next time
+    (layer / "tail").write_bytes(b"t" * (2 << 20))
+    guard.settle()
+    host_lost(2 * GROWTH_BYTES)
+    assert guard.check() is None
     # writing again, but this layer is small: someone else's writes
-    (tmp_path / "big").unlink()
-    guard._last_free += 2 * GROWTH_BYTES
-    guard._walked = float("-inf")
+    for name in ("big", "more", "tail"):
+        (layer / name).unlink()
+    guard.settle()
+    (layer / "little").write_bytes(b"l" * (GROWTH_BYTES * 2))
+    host_lost(2 * GROWTH_BYTES)
     assert guard.check() is None

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
+from textual._context import NoActiveAppError
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable
@@ -50,6 +53,21 @@ class DataScreen(Screen[None]):
 
     def mark_loaded(self) -> None:
         self.loaded.set()
+
+    def deliver(self, show: Callable[..., None], *args: Any) -> None:
+        """From a load worker's thread: `show(*args)` on the app's thread, unless this screen
+        has left the app meanwhile (popped, or the app exiting while a slow load was out): its
+        widgets are gone then, and what was loaded has nowhere to go."""
+
+        def guarded() -> None:
+            if self.is_attached:
+                show(*args)
+
+        try:
+            app = self.app
+        except NoActiveAppError:  # a removed screen no longer knows its app
+            return
+        app.call_from_thread(guarded)
 
     def action_move(self, step: int) -> None:
         """j/k: the focused table's cursor, or the focused view's scroll."""

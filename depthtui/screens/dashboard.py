@@ -170,8 +170,8 @@ class DashboardScreen(DataScreen):
         # so its figures follow (they are computed once per store version, App.report).
         with self.app.worker_reader() as conn:
             counts = (views.datasets(conn), jobs.list_jobs(conn, active_only=True))
-        self.app.call_from_thread(self._show_counts, *counts)
-        self.app.call_from_thread(self._show_figures, self.app.report())
+        self.deliver(self._show_counts, *counts)
+        self.deliver(self._show_figures, self.app.report())
 
     def _show_counts(self, datasets: list[views.DatasetCount], active: list[jobs.Job]) -> None:
         self._datasets = datasets

@@ -225,7 +225,7 @@ class EpisodeScreen(DataScreen):
         with self.app.worker_reader() as conn:
             found = search.search(conn, query, HIT_LIMIT, episode_id=episode_id)
         hits = sorted({h["turn_idx"] for h in found})
-        self.app.call_from_thread(self._show_hits, episode_id, hits)
+        self.deliver(self._show_hits, episode_id, hits)
 
     def _show_hits(self, episode_id: int, hits: list[int]) -> None:
         if episode_id != self.episode_id:

@@ -88,7 +88,7 @@ class JobsScreen(DataScreen):
     def _fetch(self, since: int | None, watch: tuple[int, ...]) -> None:
         with self.app.worker_reader() as conn:
             rows = jobs.list_jobs(conn, changed_since=since, watch=watch)
-        self.app.call_from_thread(self._show, rows)
+        self.deliver(self._show, rows)
 
     def _show(self, rows: list[jobs.Job]) -> None:
         fresh = not self.jobs

@@ -201,7 +201,7 @@ class ReportsScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="reports")
     def _fetch(self) -> None:
-        self.app.call_from_thread(self._show, self.app.report())
+        self.deliver(self._show, self.app.report())
 
     def _show(self, report: Report) -> None:
         width = max(20, min(90, self.size.width - 34))  # room for the axis title

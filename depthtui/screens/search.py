@@ -109,7 +109,7 @@ class SearchScreen(DataScreen):
     def _search(self, text: str) -> None:
         with self.app.worker_reader() as conn:
             hits = find(conn, text)
-        self.app.call_from_thread(self._show, text, hits)
+        self.deliver(self._show, text, hits)
 
     def _show(self, text: str, hits: list[Hit]) -> None:
         if text != self.query_text:

@@ -199,7 +199,7 @@ class TaskDetailScreen(DataScreen):
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
         figures = next((t for t in self.app.report()["tasks"] if t["id"] == self.task_id), None)
-        self.app.call_from_thread(self._show, detail, grid, episodes, figures)
+        self.deliver(self._show, detail, grid, episodes, figures)
 
     def _show(
         self,

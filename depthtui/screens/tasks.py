@@ -186,8 +186,8 @@ class TasksScreen(DataScreen):
         with self.app.worker_reader() as conn:
             counts = views.task_counts(conn)
         if self.app.cached_report() is None:  # show the tasks now, their figures when built
-            self.app.call_from_thread(self._refresh_rows, task_lines(None, counts))
-        self.app.call_from_thread(self._refresh_rows, task_lines(self.app.report(), counts))
+            self.deliver(self._refresh_rows, task_lines(None, counts))
+        self.deliver(self._refresh_rows, task_lines(self.app.report(), counts))
 
     def _refresh_rows(self, rows: list[TaskLine]) -> None:
         first = not self._rows and not self.loaded.is_set()

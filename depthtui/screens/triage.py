@@ -92,7 +92,7 @@ class TriageScreen(DataScreen):
     def _fetch(self, queue: str) -> None:
         with self.app.worker_reader() as conn:
             items = triage.queue_items(conn, queue)
-        self.app.call_from_thread(self._show, queue, items)
+        self.deliver(self._show, queue, items)
 
     def _show(self, queue: str, items: list[triage.QueueItem]) -> None:
         if queue != self.queue:

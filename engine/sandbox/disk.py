@@ -5,10 +5,12 @@ needs xfs with project quotas), and `yes > file` fills a host disk in minutes, f
 from a process left in the background. So a watcher thread per container asks the guard twice a
 second: the host filesystem's free space (one statvfs) says whether anything is being written;
 only when the host lost more than the limit since the container started is the container's own
-writable layer (overlay2's upper directory, read from the host) summed, to tell this episode's
-writes from another's. Over the limit, every process of the agent but its shell is killed from
-the host (as a timeout would), and the next observation says why; the files stay, so the agent
-can delete them and go on. Only for a local engine run as root, which reads those folders.
+writable layer (overlay2's upper directory, read from the host) summed, and only its own growth
+since the last sum counts as this container writing: other episodes' writes on the same disk
+never stop an agent that sits still over its limit. Over the limit and writing, every process of
+the agent but its shell is killed from the host (as a timeout would), and the next observation
+says why; the files stay, so the agent can delete them and go on. Only for a local engine run as
+root, which reads those folders.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def layer_bytes(root: Path, stop_above: int, budget_s: float = WALK_BUDGET_S) -> int:
-    """Disk space the files under `root` take (allocated blocks, links not followed). Stops
-    early once over `stop_above` or after `budget_s`: then a lower bound."""
+def layer_bytes(root: Path, budget_s: float = WALK_BUDGET_S) -> tuple[int, bool]:
+    """Disk space the files under `root` take (allocated blocks, links not followed), and
+    whether every folder was read: a walk that runs past `budget_s` stops with a lower bound."""
     total = 0
     deadline = time.monotonic() + budget_s
     folders = [str(root)]
@@ -53,9 +55,9 @@ def layer_bytes(root: Path, stop_above: int, budget_s: float = WALK_BUDGET_S) ->
                 total += st.st_blocks * 512
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(entry.path)
-        if total > stop_above or time.monotonic() > deadline:
-            break
-    return total
+        if folders and time.monotonic() > deadline:
+            return total, False
+    return total, True
 
 
 class DiskGuard:
@@ -67,6 +69,7 @@ class DiskGuard:
         self.free_at_start = free_bytes(upper)
         self._last_free = self.free_at_start
         self._walked = float("-inf")
+        self._layer = 0  # the layer's size at the last sum
 
     def check(self) -> str | None:
         try:
@@ -77,17 +80,27 @@ class DiskGuard:
         self._last_free = free
         if not writing:
             return None  # (deleting what was too much is never stopped)
-        if free < HOST_FLOOR_BYTES:
-            return f"the host's disk has under {HOST_FLOOR_BYTES >> 20} MiB free"
-        if self.free_at_start - free < self.limit:
+        low = free < HOST_FLOOR_BYTES
+        if not low and self.free_at_start - free < self.limit:
             return None
         now = time.monotonic()
         if now - self._walked < WALK_EVERY_S:
             return None
         self._walked = now
-        if layer_bytes(self.upper, self.limit) <= self.limit:
-            return None  # another container's writing
+        before = self._layer
+        self._layer, whole = layer_bytes(self.upper)
+        if whole and self._layer - before < GROWTH_BYTES:
+            return None  # this layer is not growing: the host's writer is someone else
+        if low:
+            return f"the host's disk has under {HOST_FLOOR_BYTES >> 20} MiB free"
+        if self._layer <= self.limit:
+            return None
         return f"the container's disk use passed its limit of {self.limit >> 20} MiB"
+
+    def settle(self) -> None:
+        """After the writers were killed: the layer as they left it, so that what they wrote
+        before they died is not taken for growth at the next sum."""
+        self._layer, _ = layer_bytes(self.upper)
 
 
 def kill_from_host(container_id: str, uid: int, spare: set[int]) -> list[tuple[int, str]]:
@@ -171,6 +184,7 @@ class DiskWatch:
             with self._lock:
                 self._note = f"{said}; {ask}"
             killed = kill_from_host(self.container_id, self.uid, self.spare())
+            self.guard.settle()
             if killed:
                 names = ", ".join(f"{name} (pid {pid})" for pid, name in killed[:8])
                 more = f" and {len(killed) - 8} more" if len(killed) > 8 else ""
