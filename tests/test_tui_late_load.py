@@ -50,33 +50,30 @@ async def _wait(event: threading.Event) -> None:
     raise AssertionError("the load worker never delivered")
 
 
-def test_a_load_that_lands_on_its_screen_is_shown() -> None:
+def shown_after_a_late_load(pop_first: bool) -> list[str]:
+    """What the screen showed when its held-back load was let through, after the screen was
+    popped or while it is still on top. Leaving `run_test` re-raises any worker failure."""
+
     async def main() -> list[str]:
         app = HostApp()
         screen = SlowScreen()
         async with app.run_test() as pilot:
             await app.push_screen(screen)
+            await pilot.pause()
+            if pop_first:
+                await app.pop_screen()
+                await pilot.pause()
             screen.gate.set()
             await _wait(screen.delivered)
             await pilot.pause()
         return screen.shown
 
-    assert asyncio.run(main()) == ["loaded"]
+    return asyncio.run(main())
+
+
+def test_a_load_that_lands_on_its_screen_is_shown() -> None:
+    assert shown_after_a_late_load(pop_first=False) == ["loaded"]
 
 
 def test_a_load_that_lands_after_its_screen_was_popped_is_dropped() -> None:
-    async def main() -> list[str]:
-        app = HostApp()
-        screen = SlowScreen()
-        async with app.run_test() as pilot:
-            await app.push_screen(screen)
-            await pilot.pause()
-            await app.pop_screen()
-            await pilot.pause()
-            screen.gate.set()
-            await _wait(screen.delivered)
-            await pilot.pause()
-        return screen.shown
-
-    # Leaving `run_test` re-raises any worker failure, so reaching here is half the check.
-    assert asyncio.run(main()) == []
+    assert shown_after_a_late_load(pop_first=True) == []
