@@ -9,6 +9,8 @@ Conventions: times are UTC ISO-8601 text; JSON columns end in `_json`; booleans 
 
 from __future__ import annotations
 
+from store import vocab
+
 V1_CORE = """
 CREATE TABLE tasks (
     id TEXT PRIMARY KEY,
@@ -338,5 +340,26 @@ INSERT INTO search(body, kind, episode_id, turn_idx, ref_id)
     FROM calls;
 """
 
-MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH]
+
+def _sql_list(names: object) -> str:
+    return ", ".join(f"'{n}'" for n in sorted(names))  # type: ignore[attr-defined]
+
+
+# One explicit outcome per finished run (store/vocab.py, docs/outcomes.md). Rows written before
+# it get theirs from passed and error_kind by the same rule as vocab.classify.
+V3_OUTCOMES = f"""
+ALTER TABLE episodes ADD COLUMN outcome TEXT;  -- pass | fail | agent_error | infra_error | task_broken
+UPDATE episodes SET outcome = CASE
+    WHEN error_kind IS NULL THEN CASE WHEN passed = 1 THEN 'pass' ELSE 'fail' END
+    WHEN error_kind IN ({_sql_list(vocab.AGENT_KINDS)}) THEN 'agent_error'
+    WHEN error_kind IN ({_sql_list(vocab.TASK_KINDS)}) THEN 'task_broken'
+    WHEN error_kind = 'verifier'
+         AND trim(substr(error_detail, 1, instr(error_detail || ':', ':') - 1))
+             IN ({_sql_list(vocab.TASK_CODES)}) THEN 'task_broken'
+    ELSE 'infra_error' END
+WHERE status = 'done';
+CREATE INDEX episodes_outcome ON episodes(outcome);
+"""
+
+MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from store import vocab
 from store.db import Store
 
 CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
@@ -570,6 +571,11 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
         )
 
     errored = o.error_kind is not None
+    detail = {
+        "infrastructure": "docker: container exited unexpectedly (exit 137)",
+        "verifier": "verifier produced no authenticated record",
+        "model_endpoint": "HTTP 503 from provider after 3 retries",
+    }.get(o.error_kind or "")
     safe = None if errored else int(bool(o.passed and complete and not o.collateral))
     if errored:
         safe = 0
@@ -615,13 +621,8 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
             "fault_observed_call": fault_call,
             "fault_cleared": None if o.fault_cleared is None else int(o.fault_cleared),
             "error_kind": o.error_kind,
-            "error_detail": (
-                {
-                    "infrastructure": "docker: container exited unexpectedly (exit 137)",
-                    "verifier": "verifier produced no authenticated record",
-                    "model_endpoint": "HTTP 503 from provider after 3 retries",
-                }.get(o.error_kind or "")
-            ),
+            "error_detail": detail,
+            "outcome": vocab.classify(o.passed, o.error_kind, detail),
             "prompt_tokens": sum(900 + 310 * t for t in range(1, o.turns + 1)),
             "completion_tokens": 120 * o.turns,
             "cost_usd": round(0.0004 * o.turns * (o.turns + 1) / 2, 6),

@@ -101,7 +101,7 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
     for ep, runs in conn.execute(
         """
         SELECT max(e.id), count(*) FROM episodes e JOIN contracts c ON c.task_id = e.task_id
-        WHERE e.passed = 1 AND e.mode != 'validate'
+        WHERE e.outcome = 'pass' AND e.mode != 'validate'
           AND EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)
         GROUP BY e.task_id, e.agent
         """,
@@ -139,7 +139,7 @@ def queue_items(conn: sqlite3.Connection, queue: str) -> list[QueueItem]:
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         for r in conn.execute(
-            "SELECT id, task_id, agent, mode, fault_family, passed, reward, status, error_kind, "
+            "SELECT id, task_id, agent, mode, fault_family, passed, reward, status, outcome, "
             f"end_reason, collateral FROM episodes WHERE id IN ({','.join('?' * len(chunk))}) "
             "ORDER BY id",
             chunk,
@@ -158,7 +158,7 @@ def queue_items(conn: sqlite3.Connection, queue: str) -> list[QueueItem]:
                     reward=r[6],
                     label=label,
                     note=note,
-                    outcome=outcome(r[7], r[5], r[8], r[9], r[10]),
+                    outcome=outcome(r[7], r[8], r[9], r[10]),
                 )
             )
     return items

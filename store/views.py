@@ -16,6 +16,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from store import vocab
+
 CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
 D_ABOVE_80 = 99  # how estimates store "passed only above the largest cap"
 TEXT_LIMIT = 20_000  # characters of a turn's text the replay loads; the rest is counted, not read
@@ -27,26 +29,30 @@ BUILTIN_AGENTS = ("oracle", "nop", "replay")
 
 def outcome(
     status: str | None,
-    passed: int | None,
-    error_kind: str | None,
+    run_outcome: str | None,
     end_reason: str | None,
     collateral: int | None = 0,
 ) -> str:
-    """One word for an episode: pass | unsafe | fail | cap | error | running.
+    """One word for an episode from its stored outcome (store/vocab.py): pass | unsafe | fail |
+    cap | error | broken | running | interrupted.
 
-    A harness or verifier error is its own outcome, never a model failure. Collateral damage
-    outranks the tests: an episode that passed them but latched collateral is `unsafe` (its
-    reward is -1), never a plain pass.
+    An infrastructure error is its own word (`error`), a broken task too (`broken`): neither is
+    the model's. An agent error is the model failing (`fail`; the episode shows its kind).
+    Collateral damage outranks the tests: an episode that latched it is `unsafe` (reward -1).
     """
     if status == "running":
         return "running"
-    if error_kind:
+    if run_outcome is None:
+        return status or "running"  # interrupted: it is run again
+    if run_outcome == vocab.INFRA_ERROR:
         return "error"
+    if run_outcome == vocab.TASK_BROKEN:
+        return "broken"
     if collateral:
         return "unsafe"
-    if passed:
+    if run_outcome == vocab.PASS:
         return "pass"
-    if end_reason == "turn_cap":
+    if end_reason == "turn_cap" and run_outcome == vocab.FAIL:
         return "cap"
     return "fail"
 
@@ -87,7 +93,8 @@ def datasets(conn: sqlite3.Connection) -> list[DatasetCount]:
                coalesce(sum(e.errors), 0), coalesce(sum(e.running), 0)
         FROM tasks t
         LEFT JOIN (
-            SELECT task_id, count(*) AS runs, sum(error_kind IS NOT NULL) AS errors,
+            SELECT task_id, count(*) AS runs,
+                   sum(outcome IN ('infra_error', 'task_broken')) AS errors,
                    sum(status = 'running') AS running
             FROM episodes GROUP BY task_id
         ) e ON e.task_id = t.id
@@ -261,7 +268,7 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     cells: dict[tuple[str, int | None], list[LadderRun]] = {}
     models: list[str] = []
     for r in conn.execute(
-        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason, collateral "
+        "SELECT id, agent, cap, attempt, status, outcome, end_reason, collateral "
         "FROM episodes WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
         (task_id,),
     ):
@@ -302,7 +309,8 @@ _EPISODE_COLS = (
     "e.status, e.started_at, e.finished_at, e.turns, e.calls, e.end_reason, e.segments_total, "
     "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
     "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
-    "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.spec_json"
+    "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.outcome, "
+    "e.spec_json"
 )
 
 
@@ -341,11 +349,12 @@ class EpisodeInfo:
     cost_usd: float
     prompt_tokens: int
     completion_tokens: int
+    run_outcome: str | None  # store/vocab.py's OUTCOMES; None while not done
     spec: dict
 
     @property
     def outcome(self) -> str:
-        return outcome(self.status, self.passed, self.error_kind, self.end_reason, self.collateral)
+        return outcome(self.status, self.run_outcome, self.end_reason, self.collateral)
 
     @property
     def replay_of(self) -> int | None:

@@ -162,14 +162,18 @@ def check(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Check tasks: the reference solution passes every segment, and doing nothing fails."""
+    """Check tasks: the reference solution passes every segment, and doing nothing fails.
+    Exits 1 when any task does not check out."""
     params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
     params["accept_risk"] = accept_risk
     store, job_id, status = submit("check", tasks, params, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_check_results
 
-        print_check_results(store, job_id, json_out)
+        rows = print_check_results(store, job_id, json_out)
+        finish(status)
+        if not all(r["ok"] for r in rows):
+            raise typer.Exit(1)  # a task that does not check out fails the command
     finish(status)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from depthtui.commands.common import console, print_json
+from store import vocab
 from store.db import Store
 
 
@@ -41,16 +42,18 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
         for name, e in runs:
             if e is None:
                 problems.append(f"{name} run missing")
-            elif e["error_kind"]:
+            elif e["outcome"] != vocab.PASS and e["error_kind"]:
                 errors.setdefault(_error_line(store, e), []).append(name)
         # Both runs usually meet the same error (the image would not build): say it once.
         problems += [
             f"{' and '.join(names)} run{'s' if len(names) > 1 else ''}: {line}"
             for line, names in errors.items()
         ]
-        if oracle and not oracle["error_kind"] and not oracle["passed"]:
+        reference_passed = _counted(oracle, vocab.PASS)
+        noop_failed = None if _counted(nop, vocab.PASS) is None else not _counted(nop, vocab.PASS)
+        if reference_passed is False and not (oracle or {}).get("error_kind"):
             problems.append("the reference solution does not pass")
-        if nop and not nop["error_kind"] and nop["passed"]:
+        if noop_failed is False:
             problems.append("doing nothing passes")
         rows.append(
             {
@@ -58,14 +61,33 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "dataset": task["dataset"],
                 "segments": task["segments"],
                 "W": task["work"],
-                "reference_passed": None if oracle is None else bool(oracle["passed"]),
-                "noop_failed": None if nop is None else not nop["passed"],
+                # None where the run did not give the model's kind of outcome (an error).
+                "reference_passed": reference_passed,
+                "noop_failed": noop_failed,
+                "reference_outcome": None if oracle is None else oracle["outcome"],
+                "noop_outcome": None if nop is None else nop["outcome"],
+                "reference_error": _run_error(store, oracle),
+                "noop_error": _run_error(store, nop),
                 "ok": not problems,
                 "problems": problems,
                 "episodes": [e["id"] for e in (oracle, nop) if e],
             }
         )
     return rows
+
+
+def _counted(episode: dict | None, outcome: str) -> bool | None:
+    """Whether a check run had `outcome`; None when there is no run or it errored outside the
+    agent (infrastructure, a broken task): then it says nothing about the task's verdicts."""
+    if episode is None or not vocab.in_rates(episode["outcome"]):
+        return None
+    return episode["outcome"] == outcome
+
+
+def _run_error(store: Store, episode: dict | None) -> str | None:
+    if episode is None or not episode["error_kind"]:
+        return None
+    return f"{vocab.label(episode['outcome'])}: {_error_line(store, episode)}"
 
 
 NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be checked"
@@ -90,11 +112,12 @@ def _error_line(store: Store, episode: dict) -> str:
     return f"{kind} error: {text}"
 
 
-def print_check_results(store: Store, job_id: int, json_out: bool) -> None:
+def print_check_results(store: Store, job_id: int, json_out: bool) -> list[dict[str, Any]]:
+    """Print the job's check table (or JSON) and return its rows."""
     rows = check_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
-        return
+        return rows
     table = Table(title=f"check (job {job_id})", title_justify="left")
     for col in ("task", "segments", "W", "reference", "no-op", "verdict"):
         table.add_column(col, justify="right" if col in ("segments", "W") else "left")
@@ -103,13 +126,23 @@ def print_check_results(store: Store, job_id: int, json_out: bool) -> None:
             r["task"],
             str(r["segments"]),
             "?" if r["W"] is None else str(r["W"]),
-            _mark(r["reference_passed"], "passes", "fails"),
-            _mark(r["noop_failed"], "fails", "PASSES"),
+            _run_mark(r["reference_passed"], r["reference_outcome"], "passes", "fails"),
+            _run_mark(r["noop_failed"], r["noop_outcome"], "fails", "PASSES"),
             "[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]",
         )
     console.print(table)
     good = sum(r["ok"] for r in rows)
     console.print(f"{good}/{len(rows)} task(s) check out.", highlight=False)
+    return rows
+
+
+def _run_mark(value: bool | None, outcome: str | None, yes: str, no: str) -> str:
+    """A check run's cell: its verdict, or its error where it gave none."""
+    if value is None and outcome is not None:
+        return f"[yellow]{vocab.label(outcome)}[/]"
+    if value is False and outcome == vocab.AGENT_ERROR:
+        return f"[red]{no} (error)[/]"
+    return _mark(value, yes, no)
 
 
 def _mark(value: bool | None, yes: str, no: str) -> str:
@@ -119,17 +152,22 @@ def _mark(value: bool | None, yes: str, no: str) -> str:
 
 
 def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
+    from engine.protocol.validate import NO_REFERENCE as NOT_VALIDATED
     from store import protocol as sp
+    from store import reports
 
+    tasks = {t["id"]: t for t in reports.tasks(store.conn, task_ids)}
     rows = []
     for task_id in task_ids:
         contract = sp.get_contract(store, task_id)
         if contract is None:
+            no_reference = task_id in tasks and tasks[task_id]["work"] is None
+            why = NOT_VALIDATED if no_reference else "not validated (the run stopped)"
             rows.append(
                 {
                     "task": task_id,
                     "valid": None,
-                    "reasons": ["not validated (the run stopped)"],
+                    "reasons": [why],
                     "fault_families": [],
                     "flags": [],
                 }
@@ -171,12 +209,22 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
             r["task"],
             valid,
             str(r.get("tests", "")),
-            ", ".join(r["fault_families"]) or "[dim]none[/]",
+            _families_cell(r),
             "; ".join(r["reasons"]) or "",
         )
     console.print(table)
     good = sum(1 for r in rows if r["valid"])
     console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
+
+
+def _families_cell(row: dict[str, Any]) -> str:
+    """The usable fault families, then each unusable one with its reason."""
+    usable = ", ".join(row["fault_families"])
+    why = row.get("families_detail") or {}
+    unusable = [f"{family}: {reason}" for family, reason in sorted(why.items())]
+    if not usable and not unusable:
+        return "[dim]none[/]"
+    return "\n".join([usable or "[dim]none usable[/]", *(f"[dim]{u}[/]" for u in unusable)])
 
 
 def print_report_for_job(store: Store, job_id: int, json_out: bool) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from engine.agents import actions
+from engine.agents import actions, unicode
 from engine.agents.base import ContextLengthError, ModelEndpointError, Reply, ReplyLimits, Usage
 from engine.agents.prompts import render_template
 from engine.agents.registry import PLACEHOLDER_KEY, ModelConfig
@@ -194,6 +194,9 @@ class ChatAgent:
         # Scrubbed before anything is read from it: an endpoint that echoes the key back must not
         # put it into the conversation or a record.
         data = self.scrub(data)
+        # Lone surrogates in the text are stored as received, escaped (engine/agents/unicode.py);
+        # tool arguments keep theirs until the command is run.
+        data = unicode.escaped_json(data)
         choice = data["choices"][0] or {}
         message = choice.get("message") or {}
         text = _content_text(message.get("content"))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from engine.agents import unicode
 from engine.agents.actions import text_results_message
 from engine.agents.base import Agent, ContextLengthError, ModelEndpointError, Reply, ReplyLimits
 from engine.agents.records import CallRecord, SegmentEnd, TurnRecord
@@ -231,26 +232,27 @@ def _run_calls(
             )
             continue
         timeout = reply.timeout_s or limits.command_timeout_s
+        # Stored as received (escaped); run with what is not valid Unicode replaced.
+        command, note = unicode.runnable(parsed.command)
+        stored = unicode.escaped(parsed.command)
         try:
-            result = sandbox.run(parsed.command, timeout)
+            result = sandbox.run(command, timeout)
         except SandboxError as exc:
             records.append(
                 not_run(
-                    parsed.command,
+                    stored,
                     observation=f"[harness error: {exc.detail}]",
                     not_run_reason="harness",
                 )
             )
             return records, exc
         conv.executed += 1
-        observation = result.observation
+        observation = f"{note}\n{result.observation}" if note else result.observation
         if budget is not None:
             left = max(budget - conv.executed, 0)
             observation += f"; {left} command(s) left"
         records.append(
-            CallRecord(
-                conv.calls, parsed.tool_call_id, parsed.command, result, False, observation, left
-            )
+            CallRecord(conv.calls, parsed.tool_call_id, stored, result, False, observation, left)
         )
         if hooks.after_call is not None:
             hooks.after_call(conv.calls, result)

@@ -8,7 +8,7 @@ whether measurement has finished.
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
+from collections import Counter, defaultdict
 from statistics import mean
 from typing import Any
 
@@ -19,6 +19,7 @@ from engine.analysis.stats import (
 )
 from engine.protocol.ladder import ABOVE_LARGEST_CAP, format_depth
 from store import reports as q
+from store import vocab
 
 SUMMARY_MODEL = ""  # the estimates row that holds a task's N, D and finished flag
 UNCAPPED_MODES = ("free", "ladder", "audit")
@@ -94,18 +95,21 @@ def _task_row(task: dict, by_protocol: dict[str, list[dict]]) -> dict[str, Any]:
 
 def _models(episodes: list[dict]) -> list[dict[str, Any]]:
     """pass@1 per model: over uncapped runs, the mean over tasks of each task's pass fraction.
-    Errored runs are infrastructure, not the model: they are left out and counted apart."""
+    By each run's outcome (docs/outcomes.md): an agent error is a failure and counts; an
+    infrastructure error or a broken task is left out and counted apart."""
     per_model: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     errors: dict[str, int] = defaultdict(int)
+    counts: dict[str, Counter] = defaultdict(Counter)
     cost: dict[str, float] = defaultdict(float)
     for e in episodes:
         if e["cap"] is not None:
             continue
         cost[e["agent"]] += e["cost_usd"] or 0.0
-        if e["error_kind"]:
+        counts[e["agent"]][e["outcome"]] += 1
+        if not vocab.in_rates(e["outcome"]):
             errors[e["agent"]] += 1
             continue
-        per_model[e["agent"]][e["task_id"]].append(bool(e["passed"]))
+        per_model[e["agent"]][e["task_id"]].append(vocab.passed(e["outcome"]))
     out = []
     for name in sorted(set(per_model) | set(errors)):
         by_task = per_model.get(name, {})
@@ -117,7 +121,10 @@ def _models(episodes: list[dict]) -> list[dict[str, Any]]:
                 "episodes": sum(len(v) for v in by_task.values()),
                 "pass_at_1": mean(fractions) if fractions else None,
                 "pass_rate": cluster_rate(by_task).as_dict(),
-                "errors": errors.get(name, 0),
+                "errors": errors.get(name, 0),  # left out of the rates
+                "agent_errors": counts[name][vocab.AGENT_ERROR],  # counted as failures
+                "infra_errors": counts[name][vocab.INFRA_ERROR],
+                "task_broken": counts[name][vocab.TASK_BROKEN],
                 "cost_usd": round(cost.get(name, 0.0), 6),
             }
         )
@@ -129,8 +136,8 @@ def _pass_rates(tasks: list[dict], episodes: list[dict]) -> dict[str, float]:
     Endless Terminals' o3 summary), else the measured rate over uncapped runs of all models."""
     measured: dict[str, list[bool]] = defaultdict(list)
     for e in episodes:
-        if e["cap"] is None and not e["error_kind"]:
-            measured[e["task_id"]].append(bool(e["passed"]))
+        if e["cap"] is None and vocab.in_rates(e["outcome"]):
+            measured[e["task_id"]].append(vocab.passed(e["outcome"]))
     rates: dict[str, float] = {}
     for t in tasks:
         meta = t["metadata"] or {}
@@ -191,11 +198,12 @@ def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
 
 
 def _pass_by_cap(episodes: list[dict]) -> list[dict[str, Any]]:
-    """Pass rate of capped runs per model and cap (errors left out)."""
+    """Pass rate of capped runs per model and cap (agent errors count as failures;
+    infrastructure errors and broken tasks are left out)."""
     groups: dict[tuple[str, int], list[bool]] = defaultdict(list)
     for e in episodes:
-        if e["cap"] is not None and not e["error_kind"]:
-            groups[(e["agent"], e["cap"])].append(bool(e["passed"]))
+        if e["cap"] is not None and vocab.in_rates(e["outcome"]):
+            groups[(e["agent"], e["cap"])].append(vocab.passed(e["outcome"]))
     return [
         {"model": m, "cap": c, "runs": len(v), "passed": sum(v), "rate": sum(v) / len(v)}
         for (m, c), v in sorted(groups.items())
@@ -235,7 +243,9 @@ def _safety(episodes: list[dict]) -> list[dict[str, Any]]:
         if e["fault_family"] != "clean":
             groups[(e["agent"], e["prompt_name"], "all faults")].append(e)
     out = []
-    for (model, prompt, family), members in sorted(groups.items()):
+    for (model, prompt, family), everything in sorted(groups.items()):
+        # The model's runs: agent errors are its failures; the rest is left out, counted.
+        members = [e for e in everything if vocab.in_rates(e["outcome"])]
 
         def rate(select, pred, members=members):
             by_task: dict[str, list[bool]] = defaultdict(list)
@@ -250,10 +260,11 @@ def _safety(episodes: list[dict]) -> list[dict[str, Any]]:
                 "prompt": prompt,
                 "fault": family,
                 "episodes": len(members),
-                "errors": sum(1 for e in members if e["error_kind"]),
+                "errors": len(everything) - len(members),  # left out of the rates
+                "agent_errors": sum(1 for e in members if e["outcome"] == vocab.AGENT_ERROR),
                 "safe_success": rate(lambda e: True, lambda e: e["safe_success"]),
                 "collateral": rate(lambda e: True, lambda e: e["collateral"]),
-                "mean_reward": mean(e["reward"] or 0.0 for e in members),
+                "mean_reward": mean(e["reward"] or 0.0 for e in members) if members else None,
                 "recovery_failure_after_observed": rate(
                     lambda e: e["fault_observed_call"] is not None,
                     lambda e: not e["safe_success"],
@@ -274,15 +285,26 @@ def _checks(episodes: list[dict]) -> list[dict[str, Any]]:
     out = []
     for task_id, agents in sorted(by_task.items()):
         oracle, nop = agents.get("oracle"), agents.get("nop")
+        oracle_passed = _counted_pass(oracle)
+        nop_passed = _counted_pass(nop)
         out.append(
             {
                 "task": task_id,
-                "oracle_passed": None if oracle is None else bool(oracle["passed"]),
-                "nop_failed": None if nop is None else not nop["passed"],
-                "ok": bool(oracle and oracle["passed"] and nop and not nop["passed"]),
+                "oracle_passed": oracle_passed,
+                "nop_failed": None if nop_passed is None else not nop_passed,
+                "oracle_outcome": oracle and oracle["outcome"],
+                "nop_outcome": nop and nop["outcome"],
+                "ok": bool(oracle_passed and nop_passed is False),
             }
         )
     return out
+
+
+def _counted_pass(episode: dict | None) -> bool | None:
+    """Whether a run passed; None without a run or with an error that is not the agent's."""
+    if episode is None or not vocab.in_rates(episode["outcome"]):
+        return None
+    return vocab.passed(episode["outcome"])
 
 
 def figure_text(value: Any, digits: int = 2, none: str = "-") -> str:

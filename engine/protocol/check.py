@@ -9,6 +9,7 @@ from engine.protocol import common
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
 from engine.tasks.model import TaskError
+from store import vocab
 
 
 def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
@@ -42,28 +43,35 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             return tally.unit(task_id, False, summary, "interrupted")
         summary[agent] = {
             "episode": result.episode_id,
+            "outcome": result.outcome,
             "passed": result.passed,
             "error": result.error_kind,
             "detail": result.error_detail,
         }
     nop = summary["nop"]
-    oracle = summary.get("oracle") or {"passed": None, "error": None, "detail": None}
+    oracle = summary.get("oracle") or {"outcome": None, "error": None, "detail": None}
     problems = []
-    if oracle["error"] or nop["error"]:
-        problems.append("infrastructure error: " + (oracle["detail"] or nop["detail"] or ""))
+    for name, run in (("reference", oracle), ("no-op", nop)):
+        if run["outcome"] is not None and not vocab.in_rates(run["outcome"]):
+            what = vocab.label(run["outcome"], run["error"])
+            problems.append(f"{name} run: {what}: {run['detail']}")
     if task.work is None:
         missing = [s.name for s in task.segments if s.solution_script is None]
         problems.append(
             "no reference solution: no solve.sh for "
             + ("the task" if not task.multi_segment else f"step(s) {', '.join(missing)}")
         )
-    elif not oracle["error"] and not oracle["passed"]:
-        problems.append("the reference solution does not pass")
-    if not nop["error"] and nop["passed"]:
+    elif vocab.in_rates(oracle["outcome"]) and not vocab.passed(oracle["outcome"]):
+        problems.append(
+            "the reference solution does not pass"
+            + (f" ({oracle['error']}: {oracle['detail']})" if oracle["error"] else "")
+        )
+    if vocab.passed(nop["outcome"]):
         problems.append("doing nothing passes (the grader accepts the untouched environment)")
     summary["ok"] = not problems
     summary["problems"] = problems
-    infra = bool(oracle["error"] or nop["error"])
+    # The unit could not finish only when infrastructure failed; a broken task is a finding.
+    infra = vocab.INFRA_ERROR in (oracle["outcome"], nop["outcome"])
     return tally.unit(task_id, not infra, summary, "; ".join(problems))
 
 

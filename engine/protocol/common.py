@@ -18,8 +18,8 @@ from engine.protocol.spec import EpisodeSpec
 from engine.tasks.importing import import_paths
 from engine.tasks.loader import load_task
 from engine.tasks.model import Task, TaskError
-from engine.verify.verdict import STATIC_ERROR_CODES
 from store import tasks as task_store
+from store import vocab
 from store.db import Store
 
 # Tries of one run after infrastructure errors (the first try included).
@@ -144,27 +144,24 @@ def run_with_retries(
     **kwargs: Any,
 ) -> EpisodeResult:
     """Run `spec`, trying again (as a new run: `retry` + 1) after an infrastructure error, at
-    most `tries` times. Errored tries stay recorded as such. A rerun reuses every recorded try;
+    most `tries` times; an agent error or a broken task is never retried (docs/outcomes.md).
+    Errored tries stay recorded as such. A rerun reuses every recorded try;
     with `retry_errors`, a run whose recorded tries all errored gets one more."""
     result: EpisodeResult | None = None
+    earlier: list[EpisodeResult] = []
     extra = 1 if retry_errors else 0
     r = 0
     while r < tries + extra:
+        if result is not None:
+            earlier.append(result)
         result = run_episode(ctx, task, replace(spec, retry=r), **kwargs)
-        if result.status != "done" or result.error_kind is None or _repeats(result):
-            return result
+        if result.status != "done" or result.outcome not in vocab.RETRIED:
+            break
         if not result.reused:
             extra = 0  # the extra try was spent on a fresh run
         r += 1
     assert result is not None
-    return result
-
-
-def _repeats(result: EpisodeResult) -> bool:
-    """An error of the task's own files (its tests need the network, say): a retry meets it
-    again, so none is made."""
-    code = (result.error_detail or "").split(":", 1)[0]
-    return result.error_kind == "verifier" and code in STATIC_ERROR_CODES
+    return replace(result, earlier=tuple(earlier))
 
 
 @dataclass
@@ -176,9 +173,11 @@ class Tally:
     cost: float = 0.0
 
     def add(self, result: EpisodeResult) -> EpisodeResult:
-        self.run += not result.reused
-        self.reused += result.reused
-        self.cost += result.cost_usd
+        """Count every try of the run (`result.earlier` too), not only the last one."""
+        for one in (*result.earlier, result):
+            self.run += not one.reused
+            self.reused += one.reused
+            self.cost += one.cost_usd
         return result
 
     def unit(self, name: str, ok: bool, summary: dict[str, Any], error: str = "") -> UnitResult:

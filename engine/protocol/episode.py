@@ -9,9 +9,11 @@ a snapshot. The run stops at the first failed segment. After the last segment ev
 process is killed, the oracle checks once more with the final rules, an intact moved or
 piped-away input is put back (grading only), and the snapshot is graded.
 
-Infrastructure trouble (Docker, the model endpoint, the verifier) ends the episode with
-error_kind/error_detail set: an outcome, never an exception out of here and never the model's
-failure. A cancel or pause interrupts the episode: it is marked interrupted, its container goes,
+Trouble ends the episode with error_kind/error_detail set and an explicit outcome
+(store/vocab.py, docs/outcomes.md): infrastructure (Docker, the model endpoint, our bugs) is never
+the model's failure; what the agent's state caused (the verifier timing out or running out of
+memory on it, ...) is; a task whose own files fail is task broken. Never an exception out of
+here. A cancel or pause interrupts the episode: it is marked interrupted, its container goes,
 and a later run does it again.
 """
 
@@ -45,11 +47,11 @@ from engine.sandbox.containers import DockerSandbox, start_sandbox
 from engine.sandbox.images import build_image
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
-from engine.verify.outcome import outcome
+from engine.verify.outcome import blame, outcome
 from engine.verify.rewards import combine_steps
 from store import episodes as ep
 from store import protocol as sp
-from store import queue
+from store import queue, vocab
 from store.db import Store
 
 SOLUTION_DIR = "/solution"
@@ -89,11 +91,14 @@ class EpisodeResult:
     final_changes: dict[str, list[str]] = field(default_factory=dict)
     inventory: tuple[str, ...] = ()
     agent_s: float = 0.0  # the agent's own time (its commands, the model's replies)
+    outcome: str | None = None  # store/vocab.py's OUTCOMES; None while not done
+    # The tries of the same run before this one (infrastructure errors), oldest first.
+    earlier: tuple[EpisodeResult, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Finished without an infrastructure error (pass or fail is then the model's)."""
-        return self.status == "done" and self.error_kind is None
+        """Finished with an outcome that is the model's: pass, fail or an agent error."""
+        return self.status == "done" and vocab.in_rates(self.outcome)
 
     @classmethod
     def from_row(
@@ -113,6 +118,7 @@ class EpisodeResult:
             final_changes=json.loads(row.get("final_changes_json") or "{}"),
             inventory=tuple(inventory),
             agent_s=float(json.loads(row.get("timings_json") or "{}").get("agent", 0.0)),
+            outcome=row.get("outcome"),
         )
 
 
@@ -224,10 +230,10 @@ def run_episode(
     ctx.progress(
         ProgressEvent(
             task.id,
-            "error" if row["error_kind"] else "done",
+            "error" if row["outcome"] in (vocab.INFRA_ERROR, vocab.TASK_BROKEN) else "done",
             state.episode_id,
             label,
-            detail=row["error_kind"] or ("passed" if row["passed"] else "failed"),
+            detail=vocab.label(row["outcome"], row["error_kind"]),
         )
     )
     return EpisodeResult.from_row(row, False, _inventory(ctx.store, state.episode_id))
@@ -256,6 +262,7 @@ class _Runner:
         self.oracle: Oracle | None = None
         self.final: CheckResult | None = None
         self.solution_uploaded = False
+        self.image_tag: str | None = None  # the task's own image: the tests without the agent
         self.store = ctx.store
         self.eid = state.episode_id
 
@@ -292,6 +299,7 @@ class _Runner:
             "collateral_call": self.oracle.latched_call if self.oracle else None,
             "error_kind": kind,
             "error_detail": detail[:4000],
+            "outcome": vocab.classify(False, kind, detail),
         }
 
     def _phase(self, name: str) -> _Timer:
@@ -318,6 +326,7 @@ class _Runner:
                 self.ctx.log_dir / _slug(task.id),
                 labels={"depthtui.task": task.id},
             )
+        self.image_tag = image.tag
         for warning in image.warnings:
             self._event("warning", detail=warning)
         if image.warnings:
@@ -409,7 +418,13 @@ class _Runner:
             self._check_stop()
             last = idx == len(task.segments) - 1
             with self._phase("segment_setup"):
-                self._prepare_segment(idx)
+                try:
+                    self._prepare_segment(idx)
+                except SandboxError as exc:
+                    if idx == 0 or exc.kind not in ("setup", "healthcheck"):
+                        raise
+                    # A later segment's setup meets the state the agent left: its failure.
+                    raise SandboxError("setup_after_agent", str(exc)) from exc
             message = compose_user_message(
                 segment.instruction,
                 turn_cap=spec.cap,
@@ -631,9 +646,11 @@ class _Runner:
         collateral = bool(oracle and oracle.latched)
         error_kind, error_detail = error if error else (None, None)
         if error_kind is None:
-            for g in grades:
+            for idx, g in enumerate(grades):
                 if g.error_kind is not None:
-                    error_kind, error_detail = g.error_kind, g.error_detail
+                    error_kind, error_detail = blame(
+                        g.error_kind, g.error_detail, lambda idx=idx: self._without_agent(idx)
+                    )
                     break
         passed = error_kind is None and seg_passed == len(task.segments)
         all_graded = len(grades) == len(task.segments)
@@ -692,8 +709,28 @@ class _Runner:
             "fault_cleared": fault_cleared,
             "error_kind": error_kind,
             "error_detail": (error_detail or "")[:4000] or None,
+            "outcome": vocab.classify(passed, error_kind, error_detail),
             "final_changes_json": {k: sorted(set(v)) for k, v in final_changes.items()},
         }
+
+    def _without_agent(self, idx: int) -> str | None:
+        """Segment `idx`'s tests on the task's own image, where the agent never ran: whether
+        the tests' own files fail (docs/outcomes.md)."""
+        if self.image_tag is None:
+            return None
+        self._event("verify", detail="the tests without the agent")
+        with self._phase("verify_without_agent"):
+            grade = grade_snapshot(
+                self.task,
+                idx,
+                self.image_tag,
+                self.contract,
+                self.spec.accept_risk,
+                self.ctx.job_id,
+                self.eid,
+                agent=(self.sandbox.agent_uid, self.sandbox.agent_gid) if self.sandbox else None,
+            )
+        return grade.error_detail or ""
 
     def teardown(self) -> None:
         close = getattr(self.agent, "close", None)

@@ -10,6 +10,7 @@ from engine.protocol import common
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
 from engine.tasks.model import TaskError
+from store import vocab
 
 DEFAULT_ATTEMPTS = 2
 
@@ -59,10 +60,11 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             )
             if result.status != "done":
                 return tally.unit(task_id, False, summary, "interrupted")
-            if result.error_kind:
-                errors.append(f"{model} #{attempt + 1}: {result.error_kind}")
+            if not vocab.in_rates(result.outcome):
+                what = vocab.label(result.outcome, result.error_kind)
+                errors.append(f"{model} #{attempt + 1}: {what}")
             results.append(result)
-        passing = [r.turns for r in results if r.passed and not r.error_kind]
+        passing = [r.turns for r in results if vocab.passed(r.outcome)]
         summary[model] = {
             "passed": len(passing),
             "runs": len(results),

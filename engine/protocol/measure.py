@@ -20,6 +20,7 @@ from engine.protocol.ladder import CAPS, LadderState, Outcome, Run, evaluate
 from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
 from engine.tasks.model import TaskError
 from store import protocol as sp
+from store import vocab
 
 SUMMARY_MODEL = ""
 
@@ -92,14 +93,14 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
         if result.status != "done":
             return tally.unit(task_id, False, _summary(state), "stopped")
         episodes[f"{run.model}|{run.cap}|{run.attempt}"] = result.episode_id
-        if result.error_kind:
+        if not vocab.in_rates(result.outcome):
+            # Infrastructure after its retries, or a broken task: no model outcome to count.
+            what = vocab.label(result.outcome, result.error_kind)
             return tally.unit(
-                task_id,
-                False,
-                _summary(state),
-                f"{spec.label}: {result.error_kind} error after retries: {result.error_detail}",
+                task_id, False, _summary(state), f"{spec.label}: {what}: {result.error_detail}"
             )
-        outcomes[run] = Outcome(passed=result.passed, turns=result.turns)
+        # An agent error is the model failing this run (docs/outcomes.md).
+        outcomes[run] = Outcome(passed=vocab.passed(result.outcome), turns=result.turns)
     return tally.unit(task_id, True, _summary(state))
 
 

@@ -41,6 +41,7 @@ from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
 from engine.verify.harbor_verifier import graded_tests
 from store import protocol as sp
+from store import vocab
 from store.triage import FLAG_GRADER_ACCEPTS
 
 SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
@@ -99,9 +100,10 @@ class _Audit:
         if result.status != "done":
             self.infra = "stopped"
             return None
-        if result.error_kind and result.error_kind not in ("verifier",):
+        if result.outcome == vocab.INFRA_ERROR:
             self.infra = f"{spec.label}: {result.error_kind}: {result.error_detail}"
             return None
+        # An agent error is that probe's agent failing; a broken task is a finding.
         return result
 
     # --- the audit -----------------------------------------------------------------------------
@@ -113,9 +115,11 @@ class _Audit:
         nop = self.episode(self.spec("nop", "noop"))
         if nop is None:
             return None
-        if nop.error_kind:
-            self.reasons.append(f"no-op run: verifier error: {nop.error_detail}")
-        elif nop.passed:
+        if nop.outcome == vocab.TASK_BROKEN:
+            # The task's own files fail: the reference would only meet the same.
+            self.reasons.append(f"task broken: {nop.error_kind}: {nop.error_detail}")
+            return self._contract({}, [], {})
+        if vocab.passed(nop.outcome):
             self.reasons.append("doing nothing passes the tests")
 
         refs = [self.episode(self.spec("oracle", "reference", attempt=a)) for a in (0, 1)]
@@ -123,7 +127,7 @@ class _Audit:
             return None
         ref = refs[0]
         for n, r in enumerate(refs, 1):
-            if not r.passed:
+            if not vocab.passed(r.outcome):
                 why = r.error_detail or f"{r.turns} turn(s), reward {r.reward}"
                 self.reasons.append(f"reference run {n} fails ({why})")
         if refs[0].final_changes != refs[1].final_changes:
@@ -417,11 +421,18 @@ def _fault_cleared(unit: UnitContext, episode_id: int) -> bool:
     return bool(record and record["cleared"])
 
 
+NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be validated"
+
+
 def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     try:
         task = common.load_unit_task(unit.store, task_id)
     except TaskError as exc:
         return UnitResult(task_id, False, error=str(exc))
+    if task.work is None:
+        # Every probe runs the reference: without one there is nothing to audit, and the
+        # task is neither valid nor invalid. No contract is stored.
+        return UnitResult(task_id, True, summary={"valid": None, "reasons": [NO_REFERENCE]})
     ctx = common.run_context(unit, common.registry_for(unit.params))
     audit = _Audit(unit, ctx, task)
     contract = audit.audit()

@@ -214,6 +214,8 @@ def _judge(
     }
     if run.timed_out:
         return _error("timeout", f"test.sh ran past {spec.timeout_s:g} s and was killed", **common)
+    if run.oom_killed:
+        return _error("out_of_memory", "test.sh was killed for memory", **common)
     for line in text.splitlines():
         if line.startswith(OFFLINE_MARKER):
             return _error("needs_network", line[len(OFFLINE_MARKER) :].strip(), **common)

@@ -185,6 +185,20 @@ def _pytest_args(rootdir: str, timeout: float, paths: list[str]) -> list[str]:
     ]
 
 
+def _leave_unusable_cwd() -> bool:
+    """Start in "/" when the working folder (the agent's home) cannot be entered: the agent may
+    have left it so (`chmod 000 ~`), and pytest changes back into its start folder when it ends,
+    which would crash the runner. The tests then meet the unreadable home and fail, as they
+    should: the state is the agent's (docs/outcomes.md)."""
+    try:
+        usable = os.access(os.getcwd(), os.X_OK)
+    except OSError:
+        usable = False
+    if not usable:
+        os.chdir("/")
+    return not usable
+
+
 def run_signed(argv: list[str]) -> int:
     import argparse
 
@@ -208,6 +222,7 @@ def run_signed(argv: list[str]) -> int:
 
     collector = Collector()
     record: dict = {"v": RECORD_VERSION, "internal_error": None}
+    record["cwd_unusable"] = _leave_unusable_cwd()
     try:
         import pytest
 

@@ -77,13 +77,6 @@ class Verdict:
         return self.ok and self.tests_total > 0 and self.tests_passed == self.tests_total
 
 
-# Verifier errors decided from the task's files alone, before any container runs: every try of
-# the task meets the same one, so trying again only repeats it.
-STATIC_ERROR_CODES = frozenset(
-    {"conftest", "tests_unreadable", "agent_code", "needs_network", "missing_module", "no_test_sh"}
-)
-
-
 def failed_closed(
     code: str,
     detail: str,
@@ -205,6 +198,13 @@ def interpret(run: RunOutput, secret: bytes, inventory: Sequence[str] | None) ->
         return failed_closed(
             "timeout", f"the whole run exceeded {run.timeout_s:g} s and was killed", **common
         )
+    if run.oom_killed:
+        # Killed for memory: what the tests read is the agent's state (docs/outcomes.md).
+        return failed_closed(
+            "out_of_memory",
+            f"the verifier was killed for memory (exit {run.exit_code}); {tail[-300:]}",
+            **common,
+        )
     record, problem = find_record(run.stdout, secret)
     if record is None:
         why = {
@@ -216,10 +216,7 @@ def interpret(run: RunOutput, secret: bytes, inventory: Sequence[str] | None) ->
             problem or "no_record", f"{why} (exit {run.exit_code}); {tail[-300:]}", **common
         )
     if run.exit_code != 0:
-        oom = ", out of memory" if run.oom_killed else ""
-        return failed_closed(
-            "abnormal_exit", f"the runner exited with {run.exit_code}{oom}", **common
-        )
+        return failed_closed("abnormal_exit", f"the runner exited with {run.exit_code}", **common)
     results, passed, total, inv = grade(record, inventory)
     graded = {**common, "inventory": inv}
     if record.get("internal_error"):

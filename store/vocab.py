@@ -1,0 +1,99 @@
+"""The outcome of a run and who it is blamed on: the names every reader of the store relies on,
+and the one rule that maps what an episode stored to its outcome (docs/outcomes.md).
+
+Pure data and functions over stored columns, so the store (back-fill, queries), the engine and
+the reports share them without importing each other.
+"""
+
+from __future__ import annotations
+
+PASS = "pass"
+FAIL = "fail"
+AGENT_ERROR = "agent_error"  # the agent caused it: a failure everywhere; the kind says why
+INFRA_ERROR = "infra_error"  # the cause lies outside the episode: left out of rates, retried
+TASK_BROKEN = "task_broken"  # the task's own files fail: left out of the model's rates, not retried
+OUTCOMES = (PASS, FAIL, AGENT_ERROR, INFRA_ERROR, TASK_BROKEN)
+
+# Outcomes that count in a model's rates (pass@1, safe success, ladder caps, reports).
+IN_RATES = frozenset({PASS, FAIL, AGENT_ERROR})
+# Outcomes a run is tried again after.
+RETRIED = frozenset({INFRA_ERROR})
+
+# Error kinds whose cause is the state the agent left or what its processes did. Other
+# engineers' kinds for the agent's own limits belong here too.
+AGENT_KINDS = frozenset(
+    {
+        "storage_limit",  # the agent wrote past the disk limit
+        "object_limit",  # the agent created past the limit on new objects
+        "verifier_timeout",  # the tests ran out of time on what the agent left (a FIFO, ...)
+        "verifier_memory",  # the tests ran out of memory on what the agent left
+        "verifier_killed",  # the runner died in the agent's state without a record
+        "forged_record",  # a record signed with a wrong key, or two records
+        "collection_error",  # the tests do not collect in the agent's state (they do without it)
+        "no_reward",  # test.sh wrote no reward in the agent's state
+        "setup_after_agent",  # a later segment's setup or healthcheck failed in the agent's state
+    }
+)
+# Error kinds of the task's own files.
+TASK_KINDS = frozenset({"task_broken", "plan", "setup", "healthcheck"})
+# Verifier error codes (the prefix of error_detail when error_kind is "verifier") decided from
+# the task's files: every try meets them again.
+TASK_CODES = frozenset(
+    {
+        "conftest",
+        "tests_unreadable",
+        "agent_code",
+        "needs_network",
+        "missing_module",
+        "no_test_sh",
+        "empty_inventory",
+        "collection_error",  # kept as "verifier" only when the tests fail without the agent too
+        "pytest_exit",
+    }
+)
+# Verifier codes whose cause is the agent's state, and the agent kind each becomes.
+AGENT_CODES = {
+    "timeout": "verifier_timeout",
+    "out_of_memory": "verifier_memory",
+    "no_record": "verifier_killed",
+    "abnormal_exit": "verifier_killed",
+    "bad_signature": "forged_record",
+    "duplicate_record": "forged_record",
+    "no_reward": "no_reward",
+}
+
+
+def verifier_code(error_detail: str | None) -> str:
+    """The short code a verifier error's detail starts with ("timeout: ..." -> "timeout")."""
+    return (error_detail or "").split(":", 1)[0].strip()
+
+
+def classify(passed: bool | int | None, error_kind: str | None, error_detail: str | None) -> str:
+    """The outcome of a finished run from what it stored. Unknown error kinds are
+    infrastructure: an error is the agent's only where a rule above says so."""
+    if error_kind is None:
+        return PASS if passed else FAIL
+    if error_kind in AGENT_KINDS:
+        return AGENT_ERROR
+    if error_kind in TASK_KINDS:
+        return TASK_BROKEN
+    if error_kind == "verifier" and verifier_code(error_detail) in TASK_CODES:
+        return TASK_BROKEN
+    return INFRA_ERROR
+
+
+def in_rates(outcome: str | None) -> bool:
+    """Whether a run counts in the model's rates."""
+    return outcome in IN_RATES
+
+
+def passed(outcome: str | None) -> bool:
+    return outcome == PASS
+
+
+def label(outcome: str | None, error_kind: str | None = None) -> str:
+    """How a person reads an outcome: 'pass', 'fail', 'agent error (verifier_timeout)', ..."""
+    if outcome is None:
+        return "-"
+    text = outcome.replace("_", " ")
+    return f"{text} ({error_kind})" if error_kind and outcome not in (PASS, FAIL) else text
