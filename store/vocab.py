@@ -49,6 +49,7 @@ TASK_CODES = frozenset(
         "empty_inventory",
         "collection_error",  # kept as "verifier" only when the tests fail without the agent too
         "pytest_exit",
+        "no_reward",  # kept as "verifier" only when test.sh writes none without the agent too
     }
 )
 # Verifier codes whose cause is the agent's state, and the agent kind each becomes.
@@ -59,7 +60,6 @@ AGENT_CODES = {
     "abnormal_exit": "verifier_killed",
     "bad_signature": "forged_record",
     "duplicate_record": "forged_record",
-    "no_reward": "no_reward",
 }
 
 

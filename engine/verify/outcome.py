@@ -17,7 +17,7 @@ from store import vocab
 
 # Verifier codes that may be the task's own files or the agent's state: the tests are run once
 # more without the agent to tell which.
-AMBIGUOUS_CODES = frozenset({"collection_error", "pytest_exit"})
+AMBIGUOUS_CODES = frozenset({"collection_error", "pytest_exit", "no_reward"})
 # A collection error that names a missing import is what the agent had to write (the tests
 # import its module): without the agent it fails so too, and that is no broken task.
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
@@ -99,7 +99,7 @@ def blame(
     """(error_kind, error_detail) with the kind saying whose the error is (docs/outcomes.md).
 
     A verifier error the agent's state caused (the tests ran out of time or memory on it, the
-    runner died in it, no reward was written) becomes its agent kind. A collection error is the
+    runner died in it) becomes its agent kind. A collection error or a missing reward is the
     task's own when the tests fail so without the agent as well (`without_agent`: the error detail
     of the same tests on the task's own image, "" when they ran, None when nobody can tell), else
     the agent's. Every other kind stays as it is."""
@@ -116,5 +116,5 @@ def blame(
             return "infrastructure", f"{error_detail}; the run without the agent failed: {why}"
         if vocab.verifier_code(why) in AMBIGUOUS_CODES and not any(e in why for e in IMPORT_ERRORS):
             return error_kind, f"{error_detail} [the tests fail so without the agent too]"
-        return "collection_error", error_detail
+        return ("no_reward" if code == "no_reward" else "collection_error"), error_detail
     return error_kind, error_detail
