@@ -291,13 +291,17 @@ def _columns(values: dict[str, Any]) -> list[str]:
 
 
 def episode_summary(conn: sqlite3.Connection | Store, job_id: int) -> dict[str, Any]:
-    """Counts of a job's episodes for `jobs show`: by status, passed, errors by kind, cost."""
+    """Counts of a job's episodes for `jobs show`: by status, by outcome (store/vocab.py),
+    errors by kind, cost."""
     sql = """SELECT count(*) AS total,
                     sum(status = 'done') AS done,
                     sum(status = 'running') AS running,
                     sum(status = 'interrupted') AS interrupted,
-                    sum(status = 'done' AND passed = 1) AS passed,
+                    sum(status = 'done' AND outcome = 'pass') AS passed,
                     sum(status = 'done' AND error_kind IS NOT NULL) AS errors,
+                    sum(status = 'done' AND outcome = 'agent_error') AS agent_errors,
+                    sum(status = 'done' AND outcome = 'infra_error') AS infra_errors,
+                    sum(status = 'done' AND outcome = 'task_broken') AS task_broken,
                     coalesce(sum(cost_usd), 0) AS cost_usd
              FROM episodes WHERE job_id = ?"""
     run = conn.query if isinstance(conn, Store) else _query(conn)

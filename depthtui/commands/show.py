@@ -43,7 +43,8 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
             if e is None:
                 problems.append(f"{name} run missing")
             elif e["outcome"] != vocab.PASS and e["error_kind"]:
-                errors.setdefault(_error_line(store, e), []).append(name)
+                line = f"{_error_line(store, e)} ({WHOSE.get(e['outcome'], e['outcome'])})"
+                errors.setdefault(line, []).append(name)
         # Both runs usually meet the same error (the image would not build): say it once.
         problems += [
             f"{' and '.join(names)} run{'s' if len(names) > 1 else ''}: {line}"
@@ -90,6 +91,12 @@ def _run_error(store: Store, episode: dict | None) -> str | None:
     return f"{vocab.label(episode['outcome'])}: {_error_line(store, episode)}"
 
 
+# Whose an error is, as the check table says it (docs/outcomes.md).
+WHOSE = {
+    vocab.AGENT_ERROR: "the agent's",
+    vocab.INFRA_ERROR: "infrastructure: retried",
+    vocab.TASK_BROKEN: "task broken: not retried",
+}
 NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be checked"
 DETAIL_LIMIT = 300
 
