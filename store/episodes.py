@@ -16,6 +16,7 @@ import json
 import sqlite3
 from typing import Any
 
+from store import vocab
 from store.db import Store, StoreError, now
 
 HEAD_CHARS = 2_000
@@ -208,6 +209,9 @@ def finish_episode(store: Store, episode_id: int, **outcome: Any) -> None:
     outcome.setdefault("status", "done")
     outcome.setdefault("finished_at", now())
     with store.tx() as conn:
+        # A file opened without migrating (an older schema, in tests) has no outcome column.
+        if any(r[1] == "outcome" for r in conn.execute("PRAGMA table_info(episodes)")):
+            with_outcome(outcome)
         try:
             _update(conn, "episodes", outcome, "id = ?", (episode_id,))
         except sqlite3.IntegrityError as exc:
@@ -222,6 +226,16 @@ def finish_episode(store: Store, episode_id: int, **outcome: Any) -> None:
                 f"episode {episode_id}: run {row[1]} is already recorded as done "
                 f"(episode {row[0]}); reuse it instead of finishing another"
             ) from exc
+
+
+def with_outcome(fields: dict[str, Any]) -> dict[str, Any]:
+    """A finished episode's columns with its outcome (store/vocab.py): the writer's own, else
+    the one its passed and error_kind give."""
+    if fields.get("status") == "done" and not fields.get("outcome"):
+        fields["outcome"] = vocab.classify(
+            fields.get("passed"), fields.get("error_kind"), fields.get("error_detail")
+        )
+    return fields
 
 
 # --- reads --------------------------------------------------------------------------------------

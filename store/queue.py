@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from store.db import Store, now
+from store.episodes import with_outcome
 
 # Jobs in these states are finished: no engine touches them again.
 FINAL_STATUSES = ("done", "failed", "cancelled")
@@ -390,6 +391,7 @@ def complete_episode(store: Store, episode_id: int, owner: str, fields: dict[str
     and still running: an episode interrupted meanwhile (takeover, cancel) stays interrupted and
     is run again. False when that happened."""
     values = {**fields, "status": "done", "finished_at": fields.get("finished_at") or now()}
+    with_outcome(values)
     sets = ", ".join(f"{c} = :{c}" for c in _columns(values))
     with store.tx() as conn:
         row = conn.execute(

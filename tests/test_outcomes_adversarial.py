@@ -36,6 +36,8 @@ from tests.fixtures_measure import (
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The trusted toolchain, built when missing or older than engine/verify/runner.py.
+pytest_plugins = ["tests.fixtures_verify"]
 
 FIXTURES = ROOT / "tests" / "fixtures" / "outcomes"
 EC = "demo/error-count"
@@ -63,7 +65,8 @@ class AttemptPolicy:
         with self.lock:
             if reply_number(body) == 1:
                 self.started[model] += 1
-            episode = self.started[model] - 1
+            # A try after an infrastructure error repeats the last plan.
+            episode = min(self.started[model], len(self.plans[model])) - 1
         if reply_number(body) == 1:
             return calls(*self.plans[model][episode])
         return text("done" + (SURROGATE if model == "lossy" else ""))
@@ -94,7 +97,7 @@ def dispatch(body: dict[str, Any]) -> ScriptedReply:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory):
+def runs(tmp_path_factory: pytest.TempPathFactory, toolchain):
     tmp = tmp_path_factory.mktemp("outcomes")
     db = tmp / "depthtui.db"
     owners: list[str] = []

@@ -26,6 +26,8 @@ from tests.conftest import ROOT
 from tests.fixtures_measure import rows
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The trusted toolchain, built when missing or older than engine/verify/runner.py.
+pytest_plugins = ["tests.fixtures_verify"]
 
 FIXTURES = ROOT / "tests" / "fixtures" / "outcomes-check"
 GOOD = ROOT / "tests" / "fixtures" / "outcomes" / "fifo-output"
@@ -46,7 +48,7 @@ def depthtui(*args: str, db: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory):
+def runs(tmp_path_factory: pytest.TempPathFactory, toolchain):
     db = tmp_path_factory.mktemp("outcomes-check") / "depthtui.db"
     try:
         checked = depthtui("check", str(FIXTURES), str(GOOD), "--workers", "2", "--json", db=db)
