@@ -212,7 +212,7 @@ def command_tree(
         for p in procs:
             if p.host_pid == shell.host_pid or p.host_pid not in tree:
                 continue
-            newer = last_pid is None or p.pid > last_pid
+            newer = last_pid is not None and p.pid > last_pid
             if not newer and since_tick is not None and p.start_tick > since_tick:
                 newer = True
             if newer:
