@@ -142,6 +142,6 @@ def test_guard_decisions_on_a_plain_folder(tmp_path: Path) -> None:
     for name in ("big", "more", "tail"):
         (layer / name).unlink()
     guard.settle()
-    (layer / "little").write_bytes(b"l" * (GROWTH_BYTES * 2))
+    (layer / "little").write_bytes(b"l" * (GROWTH_BYTES // 2))
     host_lost(2 * GROWTH_BYTES)
     assert guard.check() is None

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from engine.oracle import changes, faults
 from engine.oracle.contract import Permits
-from engine.oracle.manifest import TEXT_MAX, Manifest, ManifestEntry, printable
+from engine.oracle.manifest import TEXT_MAX, Judge, Manifest, ManifestEntry, printable
 
 MAX_CREATED = 200
 DIFF_MAX = 20_000  # characters of unified diff kept per event
@@ -83,6 +83,7 @@ class _State:
     judged: dict[tuple[str, str], tuple[object, bool]] = field(default_factory=dict)
     integrity: set[tuple[str, str]] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)  # paths present at the previous check
+    unlisted: int = 0  # new objects counted, not listed, at the previous check
 
 
 class Oracle:
@@ -117,6 +118,14 @@ class Oracle:
         cls, scanner: Scanner, permits: Permits, fault: faults.FaultPlan | None = None
     ) -> Oracle:
         baseline = scanner.take(keep_texts=True, fresh=True, baseline=True)
+        if hasattr(scanner, "judge"):
+            extra = {}
+            if fault is not None:
+                for path in (fault.target, fault.spare):
+                    rel = baseline.relpath(path) if path else None
+                    if rel is not None:
+                        extra[rel] = fault.original_size
+            scanner.judge = Judge(baseline.entries, extra)
         return cls(baseline, permits, fault, scanner)
 
     # -- the checks -----------------------------------------------------------------------
@@ -218,16 +227,14 @@ class Oracle:
                 )
             )
             touched.add(now.abspath(rel))
-        if len(new_paths) > MAX_CREATED:
+        more = max(len(new_paths) - MAX_CREATED, 0)
+        unlisted = now.new_unlisted if now.new_unlisted != self._state.unlisted else 0
+        if more or unlisted:
+            detail = f"and {more + unlisted} more new paths not listed"
+            if now.new_unlisted:
+                detail += f" ({now.new_unlisted} new objects counted past the listed ones)"
             events.append(
-                OracleEvent(
-                    call_idx,
-                    printable(now.home),
-                    "created",
-                    True,
-                    False,
-                    detail=f"and {len(new_paths) - MAX_CREATED} more new paths not listed",
-                )
+                OracleEvent(call_idx, printable(now.home), "created", True, False, detail=detail)
             )
 
         integrity_now: set[tuple[str, str]] = set()
@@ -266,7 +273,7 @@ class Oracle:
             self.latched_events = tuple(violations)
             latched_now = True
 
-        self._state = _State(judged, integrity_now, set(now.entries))
+        self._state = _State(judged, integrity_now, set(now.entries), now.new_unlisted)
         self.last = now
         return CheckResult(call_idx, tuple(events), tuple(violations), latched_now, observed_now)
 
@@ -312,7 +319,7 @@ class Oracle:
         )
 
     def _diff(self, rel: str, after: ManifestEntry | None) -> str | None:
-        key = (rel, after.sha256 if after else None)
+        key = (rel, after.sha256, after.size) if after else (rel, None, None)
         if key in self._diffs:
             return self._diffs[key]
         old = self.baseline.texts[rel]

@@ -25,7 +25,7 @@ import stat
 import tarfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -41,6 +41,16 @@ TEXT_MAX = 64 * 1024
 TEXT_BUDGET = 16 * 1024 * 1024
 # ctime's clock ticks coarsely (a jiffy); anything changed this close to a walk is hashed again.
 RACY_NS = 100_000_000
+# Objects that did not exist at the baseline are never judged (a new file is never collateral),
+# so after the baseline they are not hashed, only listed (the first NEW_LISTED whose path is at
+# most NEW_PATH_MAX long) and counted (up to NEW_COUNT_MAX; the disk guard's object limit stops
+# floods long before). A judged file whose size differs from the baseline's has changed
+# whatever its bytes, so it is hashed only when it is at most HASH_ANY_MAX (to tell two edits
+# apart for display): a sparse 100 GB file put at a baseline path costs no hashing.
+NEW_LISTED = 1000
+NEW_PATH_MAX = 4096
+NEW_COUNT_MAX = 2_000_000
+HASH_ANY_MAX = 16 * 1024 * 1024
 
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -107,6 +117,9 @@ class Manifest:
     # Folders not descended into: other filesystems, or deeper than MAX_DEPTH.
     not_descended: tuple[str, ...] = ()
     taken_at: float = 0.0
+    # Objects not in the judged set (new since the baseline) that are counted but not in
+    # `entries` (past NEW_LISTED, or with paths longer than NEW_PATH_MAX).
+    new_unlisted: int = 0
 
     def abspath(self, rel: str) -> str:
         return abspath(self.home, rel)
@@ -189,6 +202,26 @@ class HashCache:
     hashed: int = 0  # files hashed by the last walk (for tests and the bench)
 
 
+@dataclass(frozen=True)
+class Judge:
+    """What the oracle can judge after the baseline: the baseline's objects, and the fault's
+    paths (home-relative) with the size their original bytes have."""
+
+    known: dict[str, ManifestEntry]
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def judges(self, rel: str) -> bool:
+        return rel in self.known or rel in self.extra
+
+    def worth_hashing(self, rel: str, size: int) -> bool:
+        if size <= HASH_ANY_MAX:
+            return True
+        before = self.known.get(rel)
+        if before is not None and before.type == "file" and before.size == size:
+            return True
+        return self.extra.get(rel) == size
+
+
 def _hash_fd(fd: int) -> str:
     with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
@@ -214,7 +247,12 @@ def _open_file(name: str, dir_fd: int) -> int:
 
 
 class _Walk:
-    def __init__(self, cache: HashCache | None, keep_texts: bool) -> None:
+    def __init__(
+        self, cache: HashCache | None, keep_texts: bool, judge: Judge | None = None
+    ) -> None:
+        self.judge = judge
+        self.new_listed = 0
+        self.new_unlisted = 0
         self.old = cache.by_path if cache is not None and not keep_texts else {}
         self.new_cache: dict[str, tuple[_StatKey, ManifestEntry]] = {}
         self.keep_texts = keep_texts
@@ -268,7 +306,9 @@ class _Walk:
                     ino=fst.st_ino,
                     mtime_ns=fst.st_mtime_ns,
                 )
-            if self.keep_texts and fst.st_size <= TEXT_MAX:
+            if self.judge is not None and not self.judge.worth_hashing(rel, fst.st_size):
+                digest = None
+            elif self.keep_texts and fst.st_size <= TEXT_MAX:
                 data = _read_fd(fd, TEXT_MAX)
                 if len(data) > TEXT_MAX:  # grew while we read: hash the whole thing
                     digest = _hash_fd(fd)
@@ -279,7 +319,7 @@ class _Walk:
                         self.text_bytes += len(data)
             else:
                 digest = _hash_fd(fd)
-            self.hashed += 1
+            self.hashed += digest is not None
             entry = ManifestEntry(
                 rel,
                 "file",
@@ -300,6 +340,78 @@ class _Walk:
     def remember(self, rel: str, key: _StatKey, entry: ManifestEntry) -> None:
         if key[3] < self.racy_after:  # ctime
             self.new_cache[rel] = (key, entry)
+
+    def new_object(
+        self, rel: str | None, name: str, dir_fd: int, ent: os.DirEntry, depth: int
+    ) -> None:
+        """An object the oracle cannot judge, and what lies below it: listed while there is
+        room, else only counted; never hashed. Bounded in time and memory by the caps above."""
+        stack: list[tuple[int, str | None, list[os.DirEntry], int]] = []
+        try:
+            self._note_new(rel, name, dir_fd)
+            if self._descend_new(ent, depth):
+                sub = self._open_new(name, dir_fd)
+                if sub is not None:
+                    stack.append((sub, rel, _listdir(sub)[::-1], depth + 1))
+            while stack:
+                fd, prefix, entries, level = stack[-1]
+                if not entries:
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                child = entries.pop()
+                child_rel = (
+                    prefix + "/" + child.name
+                    if prefix is not None and len(prefix) + len(child.name) < NEW_PATH_MAX
+                    else None
+                )
+                self._note_new(child_rel, child.name, fd)
+                if self._descend_new(child, level):
+                    sub = self._open_new(child.name, fd)
+                    if sub is not None:
+                        stack.append((sub, child_rel, _listdir(sub)[::-1], level + 1))
+        finally:
+            for fd, _, _, _ in stack:
+                os.close(fd)
+
+    def _descend_new(self, ent: os.DirEntry, depth: int) -> bool:
+        if depth + 2 > MAX_DEPTH or self.new_listed + self.new_unlisted >= NEW_COUNT_MAX:
+            return False
+        try:
+            return ent.is_dir(follow_symlinks=False)
+        except OSError:
+            return False
+
+    @staticmethod
+    def _open_new(name: str, dir_fd: int) -> int | None:
+        try:
+            return os.open(name, _OPEN_DIR, dir_fd=dir_fd)
+        except OSError:
+            return None  # gone or swapped meanwhile
+
+    def _note_new(self, rel: str | None, name: str, dir_fd: int) -> None:
+        if rel is None or self.new_listed >= NEW_LISTED or len(rel) > NEW_PATH_MAX:
+            self.new_unlisted += 1
+            return
+        try:
+            st = os.lstat(name, dir_fd=dir_fd)
+            kind = _type_of(st.st_mode)
+            target = os.fsdecode(os.readlink(name, dir_fd=dir_fd)) if kind == "symlink" else None
+        except OSError:
+            return  # gone meanwhile
+        self.entries[rel] = ManifestEntry(
+            rel,
+            kind,
+            stat.S_IMODE(st.st_mode),
+            st.st_uid,
+            st.st_gid,
+            st.st_size if kind == "file" else None,
+            None,
+            target,
+            st.st_ino,
+            st.st_mtime_ns,
+        )
+        self.new_listed += 1
 
     def walk(self, home_fd: int, baseline: bool) -> None:
         home_st = os.fstat(home_fd)
@@ -326,6 +438,9 @@ class _Walk:
                     continue
                 name = ent.name
                 rel = prefix + name
+                if self.judge is not None and not self.judge.judges(rel):
+                    self.new_object(rel, name, dir_fd, ent, depth)
+                    continue
                 try:
                     st = ent.stat(follow_symlinks=False)
                     entry = self.entry(rel, name, dir_fd, st)
@@ -384,8 +499,13 @@ class _Walk:
 
 def _listdir(dir_fd: int) -> list[os.DirEntry]:
     # Read the whole folder at once so its directory stream is closed before we descend.
-    with os.scandir(dir_fd) as it:
-        return sorted(it, key=lambda e: e.name)
+    try:
+        with os.scandir(dir_fd) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        if exc.errno not in _RACES:
+            raise
+        return []
 
 
 def take_manifest(
@@ -418,8 +538,9 @@ def _take_from_fd(
     keep_texts: bool,
     baseline: bool,
     where: str,
+    judge: Judge | None = None,
 ) -> Manifest:
-    walk = _Walk(cache, keep_texts)
+    walk = _Walk(cache, keep_texts, judge)
     try:
         walk.walk(home_fd, baseline)
     except OSError as exc:
@@ -434,6 +555,7 @@ def _take_from_fd(
         texts=walk.texts,
         not_descended=tuple(walk.not_descended),
         taken_at=time.time(),
+        new_unlisted=walk.new_unlisted,
     )
 
 
@@ -591,6 +713,9 @@ class ManifestScanner:
         self.container_id = container_id
         self._client = client
         self.cache = HashCache()
+        # Set once the baseline is taken (latch.Oracle.start): later walks hash and keep only
+        # what can be judged.
+        self.judge: Judge | None = None
 
     @classmethod
     def for_sandbox(cls, sandbox: _SandboxLike, force_tar: bool = False) -> ManifestScanner:
@@ -631,11 +756,17 @@ class ManifestScanner:
         fd = open_home_in_rootfs(self.rootfs, self.home)
         try:
             m = _take_from_fd(
-                fd, self.home, self.cache, keep_texts, baseline, f"{self.rootfs}{self.home}"
+                fd,
+                self.home,
+                self.cache,
+                keep_texts,
+                baseline,
+                f"{self.rootfs}{self.home}",
+                None if baseline else self.judge,
             )
         finally:
             os.close(fd)
-        return Manifest(m.home, m.entries, "rootfs", m.texts, m.not_descended, m.taken_at)
+        return replace(m, source="rootfs")
 
     def read_file(self, rel: str, limit: int = TEXT_MAX) -> bytes | None:
         """The bytes of one regular file (None when it is not one, or is larger than `limit`)."""

@@ -19,6 +19,7 @@ and a later run does it again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import threading
@@ -57,6 +58,8 @@ from store.db import Store
 SOLUTION_DIR = "/solution"
 # final_changes marks paths that did not exist at the baseline with this pseudo-kind.
 CREATED = "created"
+# At most this many created paths are stored per episode; one more key counts the rest.
+CREATED_STORED = 200
 BUSY_POLL_S = 2.0
 BUSY_WAIT_S = 3600.0
 
@@ -471,12 +474,9 @@ class _Runner:
                     end,
                     error=(end.error_kind or "harness", end.error_detail or ""),
                 )
-            if last:
-                if after_agent is not None:
-                    after_agent(self.sandbox, self.oracle, self.state)
-                self._final_check()
-                graded_final = True
-            grade = self._grade(idx, last)
+            sealed = self._seal(last, after_agent)
+            graded_final = graded_final or last
+            grade = self._grade(idx, last, sealed) if isinstance(sealed, str) else sealed
             grades.append(grade)
             ep.finish_segment_run(
                 self.store,
@@ -500,7 +500,9 @@ class _Runner:
                 # The cap, token or cost limit covers the whole task: later segments cannot run.
                 break
         if not graded_final:
-            self._final_check()
+            self._stop_agent()
+            with self._frozen():
+                self._final_check()
         return self._finish(grades, seg_passed, end, error=None)
 
     def _prepare_segment(self, idx: int) -> None:
@@ -587,10 +589,42 @@ class _Runner:
 
     # --- the end -------------------------------------------------------------------------------
 
+    def _stop_agent(self) -> None:
+        """Every process of the agent killed from the host (freeze, SIGKILL, thaw: see
+        engine/sandbox/freezer.py), so nothing of it runs again in this container."""
+        with self._phase("stop_agent"):
+            self.sandbox.kill_agent_processes()
+
+    def _frozen(self) -> Any:
+        """The container frozen (when this host can freeze and read it) while the harness takes
+        its last look and the snapshot: defence in depth after the kill."""
+        sandbox = self.sandbox
+        if not sandbox.host_kill:
+            return contextlib.nullcontext()
+        return sandbox.freezer.held()
+
+    def _seal(self, last: bool, after_agent: AfterAgent | None) -> str | Grade:
+        """The end of a graded segment: the agent stopped from the host, the validity audit's
+        probe (last segment), then, frozen: the final check (last segment), the limits, the
+        snapshot. The snapshot's image id, or the agent's failure when its container is over
+        its storage or object limit (never committed: docs/sandbox.md)."""
+        self._stop_agent()
+        if last and after_agent is not None:
+            after_agent(self.sandbox, self.oracle, self.state)
+        with self._frozen():
+            if last:
+                self._final_check()
+            over = self.sandbox.over_limits()
+            if over is not None:
+                kind, reason = over
+                self._event("warning", detail=reason)
+                return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
+            with self._phase("snapshot"):
+                return self.sandbox.snapshot()
+
     def _final_check(self) -> None:
         self._event("final_check")
         with self._phase("final_check"):
-            self.sandbox.kill_agent_processes()
             self.final = self.oracle.final_check()
         if self.final.events:
             ep.add_oracle_events(self.store, self.eid, [e.row() for e in self.final.events])
@@ -599,9 +633,17 @@ class _Runner:
             now_manifest = self.oracle.last
             cleared = faults.fault_cleared(plan, now_manifest)
             breaches = faults.integrity(plan, self.oracle.baseline, now_manifest, final=True)
-            restored = faults.restore_for_grading(
-                self.sandbox, plan, self.oracle.baseline, now_manifest
-            )
+            # A root exec: the container thaws for it (no process of the agent is left).
+            thawed = self.sandbox.freezer.frozen
+            if thawed:
+                self.sandbox.thaw()
+            try:
+                restored = faults.restore_for_grading(
+                    self.sandbox, plan, self.oracle.baseline, now_manifest
+                )
+            finally:
+                if thawed:
+                    self.sandbox.freeze()
             ep.set_fault_record(
                 self.store,
                 self.eid,
@@ -611,7 +653,7 @@ class _Runner:
                 restored_for_grading=restored,
             )
 
-    def _grade(self, idx: int, last: bool) -> Grade:
+    def _grade(self, idx: int, last: bool, image: str) -> Grade:
         self._event("verify")
         with self._phase("verify"):
             return grade_sandbox(
@@ -623,6 +665,7 @@ class _Runner:
                 self.ctx.job_id,
                 self.eid,
                 meanwhile=self._close_container if last else None,
+                image=image,
             )
 
     def _close_container(self) -> None:
@@ -689,8 +732,12 @@ class _Runner:
             for change in oracle_changes.diff(oracle.baseline, oracle.last):
                 path = oracle.baseline.abspath(change.rel)
                 final_changes.setdefault(path, []).append(change.kind)
-            for rel in oracle_changes.created(oracle.baseline, oracle.last):
+            created = oracle_changes.created(oracle.baseline, oracle.last)
+            for rel in created[:CREATED_STORED]:
                 final_changes[oracle.baseline.abspath(rel)] = [CREATED]
+            more = len(created) - CREATED_STORED + oracle.last.new_unlisted
+            if more > 0:
+                final_changes[f"{oracle.baseline.home} (and {more} more new paths)"] = [CREATED]
         fault_cleared = None
         if self.state.fault is not None and oracle is not None:
             fault_cleared = faults.fault_cleared(self.state.fault, oracle.last)
@@ -766,11 +813,12 @@ def grade_sandbox(
     job_id: int | None,
     episode_id: int,
     meanwhile: Callable[[], None] | None = None,
+    image: str | None = None,
 ) -> Grade:
-    """Grade segment `idx` on a snapshot of the sandbox as it is now (the snapshot goes after).
-    `meanwhile` runs in a thread while the snapshot is graded (the last segment removes the
-    agent's container then: nothing needs it any more)."""
-    image = sandbox.snapshot()
+    """Grade segment `idx` on a snapshot of the sandbox as it is now, or on `image`, one taken
+    already (the snapshot goes after). `meanwhile` runs in a thread while the snapshot is
+    graded (the last segment removes the agent's container then: nothing needs it any more)."""
+    image = image or sandbox.snapshot()
     worker = None
     if meanwhile is not None:
         worker = threading.Thread(target=meanwhile, daemon=True)

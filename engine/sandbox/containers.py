@@ -21,9 +21,9 @@ from pathlib import Path, PurePosixPath
 import docker
 import docker.errors
 
-from engine.sandbox import procs
+from engine.sandbox import freezer, procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
-from engine.sandbox.disk import DiskWatch, watch_for
+from engine.sandbox.disk import DiskWatch, LayerUsage, over_limits, watch_for
 from engine.sandbox.dockerapi import STDOUT, ExecStream, connect, engine_is_local, start_exec
 from engine.sandbox.gc import remove_image
 from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, owner_id
@@ -106,6 +106,9 @@ class DockerSandbox:
         self.closed = False
         self.shell: PersistentShell | None = None
         self.disk_watch: DiskWatch | None = None
+        self.freezer = freezer.Freezer(self.api, container_id)
+        # Set by _prepare: whether this process can see and signal the container's processes.
+        self.host_kill = False
 
     # --- the Sandbox protocol ---------------------------------------------------------------
 
@@ -225,8 +228,60 @@ class DockerSandbox:
     def kill_agent_processes(self) -> list[tuple[int, str]]:
         """Kill every process of the agent user; the sleeper (root) stays. Returns what was
         killed when that is known. The agent's shell is among them: the next `run` starts a
-        new one and says so."""
+        new one and says so. From the host when it can (freezer.py: nothing the agent does
+        inside can outlive it), else from inside the container."""
         self._check_open()
+        if self.host_kill:
+            spare = {1, self.sleeper_pid or 1}
+            killed = self.freezer.kill(freezer.of_uid(self.agent_uid, spare))
+            if self.shell is not None:
+                self.shell.abandon(
+                    "the harness ended every process of the agent, the shell included"
+                )
+            return [(p.pid, p.name) for p in killed]
+        return self._kill_inside()
+
+    def kill_from_host(self, spare_shell: bool) -> list[tuple[int, str]]:
+        """The disk watch's kill: every process of the agent but (if asked) its shell."""
+        spare = {1, self.sleeper_pid or 1}
+        if spare_shell and self.shell is not None and self.shell.pid:
+            spare.add(self.shell.pid)
+        return [(p.pid, p.name) for p in self.freezer.kill(freezer.of_uid(self.agent_uid, spare))]
+
+    def _kill_command_from_host(
+        self, shell_pid: int, last_pid: int | None, since_tick: int | None
+    ) -> list[tuple[int, str]]:
+        """The timeout's kill, from the host: what the command started (shell.py)."""
+        killed = self.freezer.kill(freezer.command_tree(shell_pid, last_pid, since_tick))
+        return [(p.pid, p.name) for p in killed]
+
+    def freeze(self) -> None:
+        """Freeze every process of the container (the cgroup freezer, as `docker pause`)."""
+        self._check_open()
+        self.freezer.freeze()
+
+    def thaw(self) -> None:
+        self.freezer.thaw()
+
+    def usage(self, max_objects: int) -> LayerUsage | None:
+        """What the container's writable layer holds (apparent sizes; counting stops past
+        `max_objects`), read from the host; None when it cannot be read here."""
+        upper = self._layer_dir("UpperDir")
+        if not upper or not os.access(upper, os.R_OK | os.X_OK):
+            return None
+        from engine.sandbox.disk import layer_usage
+
+        return layer_usage(Path(upper), max_objects)
+
+    def over_limits(self) -> tuple[str, str] | None:
+        """(error kind, reason) when the writable layer is over its storage or object limit:
+        such a container is never committed. None when within them (or not readable here)."""
+        watch = self.disk_watch
+        if watch is None:
+            return None
+        return over_limits(watch.guard, self.usage(watch.guard.object_limit + 1))
+
+    def _kill_inside(self) -> list[tuple[int, str]]:
         if self.agent_uid != 0:
             swept = self.exec_as(
                 str(self.agent_uid), procs.sh(procs.KILL_OWN, self.agent_uid), timeout=30
@@ -252,12 +307,15 @@ class DockerSandbox:
         return procs.parse_pids(result.stdout)
 
     def snapshot(self) -> str:
-        """`docker commit` of the container (labelled as this owner's snapshot); the image id."""
+        """`docker commit` of the container (labelled as this owner's snapshot); the image id.
+        The engine pauses a running container for the commit and leaves a frozen one frozen
+        (pause=True), so the image is one instant of the filesystem."""
         self._check_open()
         try:
             image = self.api.commit(
                 self._id,
                 changes=[f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
+                pause=True,
             )
         except docker.errors.APIError as exc:
             raise SandboxError("snapshot", exc.explanation or str(exc)) from None
@@ -279,6 +337,10 @@ class DockerSandbox:
                 self.disk_watch.close()
             if self.shell is not None:
                 self.shell.close()
+            try:
+                self.freezer.release()
+            except SandboxError:
+                pass  # removal kills a frozen container too
             try:
                 self.api.remove_container(self._id, force=True, v=True)
             except docker.errors.NotFound:
@@ -554,10 +616,11 @@ def _prepare(sandbox: DockerSandbox) -> None:
     )
     shell = sandbox.shell
     shell.start()
+    sandbox.host_kill = freezer.host_kill_possible(sandbox.container_id)
+    if sandbox.host_kill:
+        shell.host_kill = sandbox._kill_command_from_host
     shell.disk_watch = sandbox.disk_watch = watch_for(
         sandbox._layer_dir("UpperDir"),
         sandbox.limits.storage_mb,
-        sandbox.container_id,
-        sandbox.agent_uid,
-        spare=lambda: {1, sandbox.sleeper_pid or 1, shell.pid or 1},
+        kill=lambda: sandbox.kill_from_host(spare_shell=True),
     )

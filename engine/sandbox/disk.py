@@ -1,33 +1,53 @@
-"""A bound on what an agent may write to its container's disk.
+"""A bound on what an agent may write to its container's disk, and on how many new objects.
 
 Docker's overlay2 driver cannot cap a container's writable layer on ext4 (`--storage-opt size`
 needs xfs with project quotas), and `yes > file` fills a host disk in minutes, from a command or
 from a process left in the background. So a watcher thread per container asks the guard twice a
-second: the host filesystem's free space (one statvfs) says whether anything is being written;
-only when the host lost more than the limit since the container started is the container's own
-writable layer (overlay2's upper directory, read from the host) summed, and only its own growth
+second. The host filesystem's free space and free inodes (one statvfs) say whether anything is
+being written; when the host lost more than a limit since the container started, and every
+PERIODIC_WALK_S anyway (a sparse file takes no space on the host, but a snapshot writes it out
+in full), the container's own writable layer (overlay2's upper directory, read from the host)
+is summed: apparent sizes (`truncate -s 3G f` counts as 3 GiB) and objects. Only its own growth
 since the last sum counts as this container writing: other episodes' writes on the same disk
-never stop an agent that sits still over its limit. Over the limit and writing, every process of
-the agent but its shell is killed from the host (as a timeout would), and the next observation
-says why; the files stay, so the agent can delete them and go on. Only for a local engine run as
-root, which reads those folders.
+never stop an agent that sits still over its limit. Over a limit and writing, every process of
+the agent but its shell is killed from the host (freezer.py), and the next observation says why;
+the files stay, so the agent can delete them and go on. A container still over a limit when its
+segment ends is never committed (`over_limits`): the episode is the agent's failure. Only for a
+local engine run as root, which reads those folders. See docs/sandbox.md.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_STORAGE_MB = 10_240  # Harbor's default `storage_mb` for a task environment
+# New files, folders and links a container's writable layer may hold (a flood of empty files or
+# of nested folders costs no disk but makes every walk, the snapshot and the verifier slow).
+# DEPTHTUI_OBJECT_LIMIT overrides it.
+DEFAULT_OBJECT_LIMIT = 500_000
+# Folders nested deeper than this in the writable layer are not walked; a layer that deep is over
+# its object limit (no task needs it; PATH_MAX is 4096 bytes).
+MAX_LAYER_DEPTH = 1000
 HOST_FLOOR_BYTES = 1 << 30  # below this much free space on the host, writers are stopped
 CHECK_EVERY_S = 0.5
 WALK_EVERY_S = 1.0  # the layer is summed at most this often (a flood of small files is slow)
+PERIODIC_WALK_S = 5.0  # and at least this often, for what statvfs cannot see (sparse files)
 WALK_BUDGET_S = 1.0
 GROWTH_BYTES = 1 << 20  # the host lost less than this in CHECK_EVERY_S: nothing is writing
+GROWTH_OBJECTS = 1000  # likewise for inodes
+
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def object_limit() -> int:
+    raw = os.environ.get("DEPTHTUI_OBJECT_LIMIT", "")
+    return int(raw) if raw.strip().isdigit() and int(raw) > 0 else DEFAULT_OBJECT_LIMIT
 
 
 def free_bytes(path: Path) -> int:
@@ -35,126 +55,184 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def layer_bytes(root: Path, budget_s: float = WALK_BUDGET_S) -> tuple[int, bool]:
-    """Disk space the files under `root` take (allocated blocks, links not followed), and
-    whether every folder was read: a walk that runs past `budget_s` stops with a lower bound."""
-    total = 0
-    deadline = time.monotonic() + budget_s
-    folders = [str(root)]
-    while folders:
-        try:
-            entries = os.scandir(folders.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
+def _free_files(path: Path) -> int:
+    return os.statvfs(path).f_favail
+
+
+@dataclass(frozen=True)
+class LayerUsage:
+    bytes: int  # apparent: the larger of size and allocated blocks, per object
+    objects: int
+    whole: bool  # every folder was read (else both are lower bounds)
+    too_deep: bool = False  # folders nested deeper than MAX_LAYER_DEPTH
+
+
+def layer_usage(
+    root: Path, max_objects: int | None = None, budget_s: float | None = None
+) -> LayerUsage:
+    """What the files under `root` take, walked by descriptor (links never followed, no path
+    length limit). Stops early, with lower bounds, past `budget_s` or `max_objects`."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    try:
+        root_fd = os.open(os.fspath(root), _OPEN_DIR)
+    except OSError:
+        return LayerUsage(0, 0, False)
+    total = objects = 0
+    too_deep = False
+    # Depth-first, one open descriptor per level: (folder, its subfolders not yet walked).
+    stack: list[tuple[int, list[str]]] = []
+    fd: int | None = root_fd
+    try:
+        while True:
+            if fd is not None:
+                size, count, names = _read_folder(fd)
+                total += size
+                objects += count
+                stack.append((fd, names))
+                fd = None
+            if not stack:
+                break
+            if (deadline is not None and time.monotonic() > deadline) or (
+                max_objects is not None and objects > max_objects
+            ):
+                return LayerUsage(total, objects, False, too_deep)
+            parent, names = stack[-1]
+            if not names:
+                os.close(parent)
+                stack.pop()
+                continue
+            name = names.pop()
+            if len(stack) >= MAX_LAYER_DEPTH:
+                too_deep = True
+                continue
+            try:
+                fd = os.open(name, _OPEN_DIR, dir_fd=parent)
+            except OSError:
+                fd = None  # gone or swapped meanwhile
+        return LayerUsage(total, objects, not too_deep, too_deep)
+    finally:
+        for open_fd, _ in stack:
+            os.close(open_fd)
+
+
+def _read_folder(fd: int) -> tuple[int, int, list[str]]:
+    """(bytes, objects) of a folder's entries and the names of its subfolders."""
+    total = count = 0
+    names = []
+    try:
+        with os.scandir(fd) as it:
+            for entry in it:
+                count += 1
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                total += st.st_blocks * 512
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
-        if folders and time.monotonic() > deadline:
-            return total, False
-    return total, True
+                total += max(st.st_size, st.st_blocks * 512)
+                if stat.S_ISDIR(st.st_mode):
+                    names.append(entry.name)
+    except OSError:
+        pass
+    return total, count, names
+
+
+def layer_bytes(root: Path, budget_s: float = WALK_BUDGET_S) -> tuple[int, bool]:
+    """Apparent bytes under `root` and whether every folder was read."""
+    usage = layer_usage(root, budget_s=budget_s)
+    return usage.bytes, usage.whole
 
 
 class DiskGuard:
     """`check()`, called every CHECK_EVERY_S: why the agent's writing must stop, or None."""
 
-    def __init__(self, upper: Path, limit_bytes: int) -> None:
+    def __init__(self, upper: Path, limit_bytes: int, objects: int | None = None) -> None:
         self.upper = upper
         self.limit = limit_bytes
+        self.object_limit = objects or object_limit()
         self.free_at_start = free_bytes(upper)
+        self.files_at_start = _free_files(upper)
         self._last_free = self.free_at_start
-        self._walked = float("-inf")
-        self._layer = 0  # the layer's size at the last sum
+        self._last_files = self.files_at_start
+        self._walked = time.monotonic()
+        self._layer = LayerUsage(0, 0, True)  # the layer at the last sum
 
     def check(self) -> str | None:
         try:
             free = free_bytes(self.upper)
+            files = _free_files(self.upper)
         except OSError:
             return None
-        writing = self._last_free - free >= GROWTH_BYTES
-        self._last_free = free
-        if not writing:
+        writing = (
+            self._last_free - free >= GROWTH_BYTES or self._last_files - files >= GROWTH_OBJECTS
+        )
+        self._last_free, self._last_files = free, files
+        now = time.monotonic()
+        periodic = now - self._walked >= PERIODIC_WALK_S
+        if not writing and not periodic:
             return None  # (deleting what was too much is never stopped)
         low = free < HOST_FLOOR_BYTES
-        if not low and self.free_at_start - free < self.limit:
+        past = (
+            self.free_at_start - free >= self.limit
+            or self.files_at_start - files >= self.object_limit
+        )
+        if not (low or past or periodic):
             return None
-        now = time.monotonic()
         if now - self._walked < WALK_EVERY_S:
             return None
         self._walked = now
         before = self._layer
-        self._layer, whole = layer_bytes(self.upper)
-        if whole and self._layer - before < GROWTH_BYTES:
+        self._layer = layer_usage(self.upper, self.object_limit + 1, WALK_BUDGET_S)
+        grew = (
+            self._layer.bytes - before.bytes >= GROWTH_BYTES
+            or self._layer.objects - before.objects >= GROWTH_OBJECTS
+        )
+        if self._layer.whole and not grew:
             return None  # this layer is not growing: the host's writer is someone else
-        if low:
+        if low and writing:
             return f"the host's disk has under {HOST_FLOOR_BYTES >> 20} MiB free"
-        if self._layer <= self.limit:
-            return None
-        return f"the container's disk use passed its limit of {self.limit >> 20} MiB"
+        if self._layer.bytes > self.limit:
+            return f"the container's disk use passed its limit of {self.limit >> 20} MiB"
+        if self._layer.objects > self.object_limit or self._layer.too_deep:
+            return (
+                f"the container holds more new files and folders than its limit of "
+                f"{self.object_limit} (or folders nested over {MAX_LAYER_DEPTH} deep)"
+            )
+        return None
 
     def settle(self) -> None:
         """After the writers were killed: the layer as they left it, so that what they wrote
         before they died is not taken for growth at the next sum."""
-        self._layer, _ = layer_bytes(self.upper)
+        self._layer = layer_usage(self.upper, self.object_limit + 1, WALK_BUDGET_S)
 
 
-def kill_from_host(container_id: str, uid: int, spare: set[int]) -> list[tuple[int, str]]:
-    """SIGKILL every live process of `container_id` running as `uid`, except those whose pid in
-    the container is in `spare`; (pid in the container, name) of each. A few rounds, for what
-    was forked meanwhile."""
-    killed: list[tuple[int, str]] = []
-    for _ in range(5):
-        hit = 0
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                if container_id not in (proc / "cgroup").read_text():
-                    continue
-                status = dict(
-                    line.split(":", 1) for line in (proc / "status").read_text().splitlines()
-                )
-            except (OSError, ValueError):
-                continue
-            if status.get("State", "").split()[:1] == ["Z"]:
-                continue
-            if status.get("Uid", "").split()[:1] != [str(uid)]:
-                continue
-            inner = status.get("NSpid", "").split()
-            pid = int(inner[-1]) if inner else int(proc.name)
-            if pid in spare:
-                continue
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except OSError:
-                continue
-            hit += 1
-            killed.append((pid, status.get("Name", "").strip()))
-        if not hit:
-            break
-    return killed
+def over_limits(guard: DiskGuard, usage: LayerUsage | None) -> tuple[str, str] | None:
+    """(error kind, reason) when a layer is over its guard's limits, to end the episode as the
+    agent's failure before any commit; None when within them."""
+    if usage is None:
+        return None
+    if usage.objects > guard.object_limit or usage.too_deep:
+        deep = f" or nests folders over {MAX_LAYER_DEPTH} deep" if usage.too_deep else ""
+        return (
+            "object_limit",
+            f"the agent left more than {guard.object_limit} new files and folders in the "
+            f"container{deep} (counted {usage.objects}); it was not snapshotted or graded",
+        )
+    if usage.bytes > guard.limit:
+        return (
+            "storage_limit",
+            f"the agent left {usage.bytes >> 20} MiB in the container's writable layer (apparent "
+            f"sizes), over its storage limit of {guard.limit >> 20} MiB; it was not snapshotted "
+            "or graded",
+        )
+    return None
 
 
 class DiskWatch:
     """The guard asked from its own thread; what it did waits in `take_note()` for the next
     observation."""
 
-    def __init__(
-        self,
-        guard: DiskGuard,
-        container_id: str,
-        uid: int,
-        spare: Callable[[], set[int]],
-    ) -> None:
+    def __init__(self, guard: DiskGuard, kill: Callable[[], list[tuple[int, str]]]) -> None:
         self.guard = guard
-        self.container_id = container_id
-        self.uid = uid
-        self.spare = spare
+        self.kill = kill
         self._note = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -183,7 +261,10 @@ class DiskWatch:
             # Said before the kill: the command it ends then always carries the note.
             with self._lock:
                 self._note = f"{said}; {ask}"
-            killed = kill_from_host(self.container_id, self.uid, self.spare())
+            try:
+                killed = self.kill()
+            except Exception:  # the container went meanwhile (the episode ended)
+                killed = []
             self.guard.settle()
             if killed:
                 names = ", ".join(f"{name} (pid {pid})" for pid, name in killed[:8])
@@ -196,9 +277,7 @@ class DiskWatch:
 def watch_for(
     upper: str | None,
     storage_mb: int | None,
-    container_id: str,
-    uid: int,
-    spare: Callable[[], set[int]],
+    kill: Callable[[], list[tuple[int, str]]],
 ) -> DiskWatch | None:
     """A started watch on a container's writable layer, when this process can read it (a local
     engine, as root); None otherwise."""
@@ -206,7 +285,7 @@ def watch_for(
         return None
     limit_mb = storage_mb if storage_mb and storage_mb > 0 else DEFAULT_STORAGE_MB
     try:
-        watch = DiskWatch(DiskGuard(Path(upper), limit_mb << 20), container_id, uid, spare)
+        watch = DiskWatch(DiskGuard(Path(upper), limit_mb << 20), kill)
     except OSError:
         return None
     watch.start()

@@ -117,6 +117,7 @@ class _Outcome:
         self.exit_code: int | None = None
         self.cwd: str | None = None
         self.last_pid: int | None = None  # the newest pid when the command began
+        self.err_lost = False  # the stdout mark came and the stderr mark never did
 
     @property
     def done(self) -> bool:
@@ -197,6 +198,9 @@ class PersistentShell:
         self._stream: ExecStream | None = None
         self._ended_note = ""
         self.disk_watch: DiskWatch | None = None  # its note joins the next observation
+        # (shell pid, last pid, start tick) -> killed: the timeout's kill from the host, when
+        # the sandbox can do it (freezer.py); else a root exec inside the container does it.
+        self.host_kill: Callable[[int, int | None, int | None], list[tuple[int, str]]] | None = None
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -306,6 +310,18 @@ class PersistentShell:
             restarted = True
             exit_code, said = self._replace_after_death()
             notes.append(said)
+        elif outcome.err_lost or (outcome.exit_code is not None and not outcome.out_done):
+            # The shell's own stdout or stderr no longer reaches us (`exec 1>&-`, `exec 2>&-`,
+            # `exec >file`): every later command would come back empty or never end.
+            lost = "standard error" if outcome.err_lost else "standard output"
+            restarted = True
+            cwd = self._kill_shell()
+            notes.append(
+                f"the command closed or redirected the shell's own {lost}, so the shell could "
+                "no longer report; it was killed and "
+                + self._restart_note(cwd, "variables, functions and options set in it")
+            )
+
         elif outcome.exit_code is None:
             timed_out = True
             exit_code = None
@@ -327,9 +343,6 @@ class PersistentShell:
                     "was killed too; "
                     + self._restart_note(cwd, "variables, functions and options set in it")
                 )
-        elif not outcome.out_done:
-            notes.append("the end of the command's output was not seen; output may be incomplete")
-
         outcome.flush()
         if outcome.cwd:
             self.cwd = outcome.cwd
@@ -375,11 +388,12 @@ class PersistentShell:
             now = time.monotonic()
             if now >= deadline:
                 return False
-            if outcome.exit_code is not None:
-                # The stderr mark came; stdout's may lag a little, or never come if the command
-                # redirected the shell's stdout for good (exec >file).
+            if outcome.exit_code is not None or outcome.out_done:
+                # One end mark came; the other may lag a little, or never come if the command
+                # closed or redirected the shell's stdout or stderr for good (exec >file).
                 stderr_done_at = stderr_done_at or now
                 if now - stderr_done_at > STDOUT_LAG_S:
+                    outcome.err_lost = outcome.exit_code is None
                     return False
             wait = min(deadline - now, LIVENESS_EVERY_S)
             if stderr_done_at is not None:
@@ -421,7 +435,7 @@ class PersistentShell:
                 break
             time.sleep(0.05)
             alive, code = self._alive()
-        if code is not None and code > 128:
+        if code is not None and 128 < code <= 128 + _SIGNALS:
             how = f"the shell was killed (signal {code - 128})"
         elif code is not None:
             how = f"the shell exited with code {code}"
@@ -444,6 +458,8 @@ class PersistentShell:
             return []
         # Same kernel, same boot clock: the tick the command began in settles processes whose
         # pid wrapped around. Unknown for an engine on another machine.
+        if self.host_kill is not None:
+            return self.host_kill(self.pid, last_pid, int(self._began_boot * 100))
         tick = str(int(self._began_boot * 100)) if engine_is_local() else ""
         newest = 1 << 30 if last_pid is None else last_pid
         argv = procs.sh(procs.KILL_COMMAND, self.pid, newest, tick)
@@ -459,6 +475,11 @@ class PersistentShell:
             if line.startswith("cwd "):
                 return line[4:]
         return None
+
+
+# Exit statuses 129..192 are how a process killed by signal 1..64 (SIGRTMAX) shows; above that
+# (a fork bomb's 254, `exit 255`) they are plain exit codes.
+_SIGNALS = 64
 
 
 def _refused(command: str, why: str) -> CallResult:
