@@ -117,3 +117,15 @@ def test_lone_surrogates_are_escaped_for_the_record_and_replaced_to_run() -> Non
     assert unicode.runnable("echo ok") == ("echo ok", "")
     doc = unicode.escaped_json({"a\ud83d": ["x\udfff", 1, None]})
     assert doc == {"a\\ud83d": ["x\\udfff", 1, None]}
+
+
+def test_the_validate_table_gives_each_unusable_familys_reason() -> None:
+    from depthtui.commands.show import _families_cell
+
+    why = {"moved_input": "no input file named in the instruction can take this fault"}
+    cell = _families_cell({"fault_families": ["perm_denied"], "families_detail": why})
+    assert cell.splitlines() == [
+        "perm_denied",
+        "[dim]moved_input: no input file named in the instruction can take this fault[/]",
+    ]
+    assert _families_cell({"fault_families": [], "families_detail": {}}) == "[dim]none[/]"
