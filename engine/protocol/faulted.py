@@ -88,8 +88,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                     if result.status != "done":
                         return tally.unit(task_id, False, summary, "stopped")
                     if not vocab.in_rates(result.outcome):  # an agent error is a result
-                        what = vocab.label(result.outcome, result.error_kind)
-                        errors.append(f"{spec.label}: {what}")
+                        errors.append(f"{spec.label}: {result.error_kind}")
                     key = f"{model}|{prompt}|{family}"
                     summary.setdefault(key, []).append(
                         {
