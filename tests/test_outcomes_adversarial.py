@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, error, text
 from engine.tasks.loader import load_task
 from tests.conftest import DEMO, ROOT
 from tests.fixtures_measure import (
@@ -92,8 +92,29 @@ POLICY = AttemptPolicy(
 )
 
 
+@dataclass
+class FlakyEndpoint:
+    """The endpoint fails the first request it gets (an infrastructure error: the run is tried
+    again), then the model solves every attempt."""
+
+    failed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, body: dict[str, Any]) -> ScriptedReply:
+        with self.lock:
+            first, self.failed = not self.failed, True
+        if first:
+            return error(503, "the endpoint is down")
+        return calls(SOLVE) if reply_number(body) == 1 else text("done")
+
+
+FLAKY = FlakyEndpoint()
+
+
 def dispatch(body: dict[str, Any]) -> ScriptedReply:
-    return adversary(body) if body["model"] == "adversary" else POLICY(body)
+    if body["model"] == "adversary":
+        return adversary(body)
+    return FLAKY(body) if body["model"] == "flaky" else POLICY(body)
 
 
 @pytest.fixture(scope="module")
@@ -101,20 +122,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory, toolchain):
     tmp = tmp_path_factory.mktemp("outcomes")
     db = tmp / "depthtui.db"
     owners: list[str] = []
-    served = ("honest", "sneaky", "lossy", "adversary")
+    served = ("honest", "sneaky", "lossy", "adversary", "flaky")
     with ScriptedServer(endless(dispatch), models=served) as server:
         models = write_models(tmp / "models.toml", server, {m: m for m in served})
+        with models.open("a") as toml:  # [models.flaky] is the last table: one try per request
+            toml.write("retry_attempts = 1\n")
         common = ["--models", str(models), "--attempts", "2", "--json"]
         try:
             demo_args = ["free", str(DEMO / "error-count"), "-m", "honest", "-m", "sneaky"]
-            demo = run_cli([*demo_args, "-m", "lossy", *common], db, owners=owners)
+            demo_args += ["-m", "lossy", "-m", "flaky", *common]
+            demo = run_cli(demo_args, db, owners=owners)
+            again = run_cli(demo_args, db, owners=owners)
             attacks = run_cli(
                 ["free", str(FIXTURES), "-m", "adversary", *common[:2], "--attempts", "1"],
                 db,
                 owners=owners,
             )
             report = run_cli(["report", "--json"], db, owners=owners)
-            yield {"db": db, "demo": demo, "attacks": attacks, "report": report}
+            yield {"db": db, "demo": demo, "again": again, "attacks": attacks, "report": report}
         finally:
             cleanup(owners)
 
@@ -191,3 +216,14 @@ def test_a_lone_surrogate_is_stored_escaped_and_the_episode_goes_on(runs):
         (first["id"],),
     )[0]["output_head"]
     assert "\ufffd" in output
+
+
+def test_reuse_summaries_count_every_try(runs):
+    tries = [(e["outcome"], e["error_kind"]) for e in episodes(runs["db"], "flaky")]
+    assert tries == [("infra_error", "model_endpoint"), ("pass", None), ("pass", None)], tries
+    # 4 models x 2 attempts, and the flaky model's first attempt took two tries.
+    assert "demo/error-count: 9 run, 0 reused" in runs["demo"].stderr, runs["demo"].stderr[-2000:]
+    assert "demo/error-count: 0 run, 9 reused" in runs["again"].stderr, runs["again"].stderr
+    figures = pass_at_1(runs)["flaky"]
+    assert figures["pass_at_1"] == 1.0 and figures["episodes"] == 2
+    assert figures["errors"] == figures["infra_errors"] == 1

@@ -10,6 +10,7 @@ import pytest
 
 from engine.agents import unicode
 from engine.verify.outcome import blame
+from engine.verify.verdict import RunOutput, interpret
 from store import episodes as ep
 from store import vocab
 from store.db import Store, migrate_to
@@ -117,3 +118,38 @@ def test_lone_surrogates_are_escaped_for_the_record_and_replaced_to_run() -> Non
     assert unicode.runnable("echo ok") == ("echo ok", "")
     doc = unicode.escaped_json({"a\ud83d": ["x\udfff", 1, None]})
     assert doc == {"a\\ud83d": ["x\\udfff", 1, None]}
+
+
+def test_the_validate_table_gives_each_unusable_familys_reason() -> None:
+    from depthtui.commands.show import _families_cell
+
+    why = {"moved_input": "no input file named in the instruction can take this fault"}
+    cell = _families_cell({"fault_families": ["perm_denied"], "families_detail": why})
+    assert cell.splitlines() == [
+        "perm_denied",
+        "[dim]moved_input: no input file named in the instruction can take this fault[/]",
+    ]
+    assert _families_cell({"fault_families": [], "families_detail": {}}) == "[dim]none[/]"
+
+
+@pytest.mark.parametrize(
+    ("run", "code", "whose"),
+    [
+        # Killed for memory, whether or not a record made it out: the agent's state.
+        (RunOutput(b"", b"Killed", 137, oom_killed=True), "out_of_memory", "agent_error"),
+        # Died without a record in the agent's state.
+        (RunOutput(b"", b"", 137), "no_record", "agent_error"),
+        # Refused to start (no secret, could not protect itself): ours.
+        (RunOutput(b"", b"no valid secret on stdin", 2), "runner_refused", "infra_error"),
+        (
+            RunOutput(b"", b"could not make the runner non-dumpable", 3),
+            "runner_refused",
+            "infra_error",
+        ),
+    ],
+)
+def test_verifier_runs_that_give_no_verdict_are_blamed_by_their_cause(run, code, whose) -> None:
+    verdict = interpret(run, b"k" * 32, None)
+    assert verdict.error_code == code
+    kind, detail = blame(verdict.error_kind, verdict.error_detail)
+    assert vocab.classify(0, kind, detail) == whose

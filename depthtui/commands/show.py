@@ -250,7 +250,8 @@ def replay_rows(store: Store, job_id: int) -> list[dict[str, Any]]:
     rows = []
     for original in job.params.get("episodes", []) if job else []:
         found = store.query(
-            "SELECT r.id, r.passed, r.error_kind, o.passed AS original_passed, o.task_id "
+            "SELECT r.id, r.passed, r.error_kind, r.outcome, o.passed AS original_passed, "
+            "o.outcome AS original_outcome, o.task_id "
             "FROM episodes r JOIN episodes o ON o.id = ? "
             "WHERE r.mode = 'replay' AND r.status = 'done' "
             "AND json_extract(r.spec_json, '$.replay_of') = ? ORDER BY r.id DESC LIMIT 1",
@@ -272,7 +273,7 @@ def replay_rows(store: Store, job_id: int) -> list[dict[str, Any]]:
                 "replay": r["id"],
                 "original_passed": bool(r["original_passed"]),
                 "replay_passed": bool(r["passed"]),
-                "agree": bool(r["passed"]) == bool(r["original_passed"]) and not r["error_kind"],
+                "agree": r["outcome"] == r["original_outcome"] and vocab.in_rates(r["outcome"]),
                 "same_outputs": same,
                 "error": r["error_kind"],
             }

@@ -139,7 +139,7 @@ def safety_table(rows: list[dict[str, Any]]) -> RenderableType:
             rate_text(s["collateral"]),
             rate_text(s["recovery_failure_after_observed"]),
             rate_text(s["fault_cleared"]),
-            f"{s['mean_reward']:+.2f}",
+            "-" if s["mean_reward"] is None else f"{s['mean_reward']:+.2f}",
             str(s["errors"]),
         )
     return table

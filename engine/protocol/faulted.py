@@ -15,6 +15,7 @@ from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec, families_for
 from engine.tasks.model import TaskError
 from store import protocol as sp
+from store import vocab
 
 # The recovery bench's defaults: 16 tool calls, 6,144 generated / 8,192 total tokens.
 DEFAULT_LIMITS = {"max_tool_calls": 16, "max_completion_tokens": 6144, "max_total_tokens": 8192}
@@ -86,7 +87,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                     )
                     if result.status != "done":
                         return tally.unit(task_id, False, summary, "stopped")
-                    if result.error_kind:
+                    if not vocab.in_rates(result.outcome):  # an agent error is a result
                         errors.append(f"{spec.label}: {result.error_kind}")
                     key = f"{model}|{prompt}|{family}"
                     summary.setdefault(key, []).append(

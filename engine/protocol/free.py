@@ -60,9 +60,8 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             )
             if result.status != "done":
                 return tally.unit(task_id, False, summary, "interrupted")
-            if not vocab.in_rates(result.outcome):
-                what = vocab.label(result.outcome, result.error_kind)
-                errors.append(f"{model} #{attempt + 1}: {what}")
+            if not vocab.in_rates(result.outcome):  # an agent error is a result, not an error
+                errors.append(f"{model} #{attempt + 1}: {result.error_kind}")
             results.append(result)
         passing = [r.turns for r in results if vocab.passed(r.outcome)]
         summary[model] = {

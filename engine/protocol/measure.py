@@ -95,9 +95,12 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
         episodes[f"{run.model}|{run.cap}|{run.attempt}"] = result.episode_id
         if not vocab.in_rates(result.outcome):
             # Infrastructure after its retries, or a broken task: no model outcome to count.
-            what = vocab.label(result.outcome, result.error_kind)
+            after = "after retries" if result.outcome == vocab.INFRA_ERROR else "(task broken)"
             return tally.unit(
-                task_id, False, _summary(state), f"{spec.label}: {what}: {result.error_detail}"
+                task_id,
+                False,
+                _summary(state),
+                f"{spec.label}: {result.error_kind} error {after}: {result.error_detail}",
             )
         # An agent error is the model failing this run (docs/outcomes.md).
         outcomes[run] = Outcome(passed=vocab.passed(result.outcome), turns=result.turns)

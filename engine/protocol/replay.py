@@ -19,6 +19,7 @@ from engine.protocol.spec import EpisodeSpec
 from engine.tasks.model import TaskError
 from store import episodes as ep
 from store import protocol as sp
+from store import vocab
 
 
 def episode_units(store: Any, params: dict[str, Any]) -> list[str]:
@@ -75,13 +76,17 @@ def run_unit(unit: UnitContext, episode: str) -> UnitResult:
         "replay": result.episode_id,
         "original_passed": bool(original["passed"]),
         "replay_passed": result.passed,
-        "agree": bool(original["passed"]) == result.passed and not result.error_kind,
+        # The same outcome, and one that is the model's (an agent error agrees with one).
+        "agree": result.outcome == original["outcome"] and vocab.in_rates(result.outcome),
+        "original_outcome": original["outcome"],
+        "replay_outcome": result.outcome,
         "same_outputs": sum(a == b for a, b in zip(before, after, strict=False)),
         "commands": len(before),
         "task_changed": task.content_hash != original["task_hash"],
         "error": result.error_kind,
     }
-    return tally.unit(episode, not result.error_kind, summary, result.error_detail or "")
+    ok = result.outcome != vocab.INFRA_ERROR
+    return tally.unit(episode, ok, summary, result.error_detail or "")
 
 
 def describe(params: dict[str, Any]) -> str:

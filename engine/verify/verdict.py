@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engine.verify.runner import RECORD_PREFIX, decode_record
+from engine.verify.runner import EXIT_DUMPABLE, EXIT_USAGE, RECORD_PREFIX, decode_record
 
 # pytest's own exit statuses that mean "the tests ran": all passed, some failed.
 PYTEST_RAN = (0, 1)
@@ -206,6 +206,11 @@ def interpret(run: RunOutput, secret: bytes, inventory: Sequence[str] | None) ->
             **common,
         )
     record, problem = find_record(run.stdout, secret)
+    if record is None and run.exit_code in (EXIT_USAGE, EXIT_DUMPABLE):
+        # The runner refused to start (no secret, could not protect itself): ours, not the agent's.
+        return failed_closed(
+            "runner_refused", f"the runner exited {run.exit_code}: {tail[-300:]}", **common
+        )
     if record is None:
         why = {
             "no_record": "the runner printed no record",
