@@ -271,6 +271,15 @@ FaultOpt = Annotated[
         "blocking_fifo. Needs a validated task.",
     ),
 ]
+SearchOpt = Annotated[
+    str,
+    typer.Option(
+        "--search",
+        help="How caps below N are searched: 'protocol' (DEPTH's: increasing order, two runs "
+        "per cap) or 'bisect' (fewer runs; stored and reported as its own estimator). See "
+        "docs/protocol.md.",
+    ),
+]
 
 
 def _measure(
@@ -285,7 +294,12 @@ def _measure(
     db: Path | None,
     detach: bool,
     json_out: bool,
+    search: str = "protocol",
 ) -> None:
+    from engine.protocol.ladder import SEARCHES
+
+    if search not in SEARCHES:
+        fail(f"--search {search}: expected one of {', '.join(SEARCHES)}")
     params = {
         **common,
         "models": model,
@@ -294,6 +308,8 @@ def _measure(
         "fault": fault,
         "accept_risk": accept_risk,
     }
+    if search != "protocol":
+        params["search"] = search  # absent for the protocol, so older jobs read the same
     store, job_id, status = submit(kind, tasks, params, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_report_for_job
@@ -308,6 +324,7 @@ def ladder(
     cap: CapsOpt = None,
     prompt: PromptOpt = "general",
     fault: FaultOpt = None,
+    search: SearchOpt = "protocol",
     workers: WorkersOpt = 1,
     max_cost: MaxCostOpt = None,
     reserve: ReserveOpt = 0.0,
@@ -323,7 +340,9 @@ def ladder(
     model give N; caps below N are tried in increasing order; later models try only caps below
     the best estimate. D = the smallest estimate; >80 when passed only without a cap."""
     base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure("ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+    _measure(
+        "ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    )
 
 
 def audit(
@@ -332,6 +351,7 @@ def audit(
     cap: CapsOpt = None,
     prompt: PromptOpt = "general",
     fault: FaultOpt = None,
+    search: SearchOpt = "protocol",
     workers: WorkersOpt = 1,
     max_cost: MaxCostOpt = None,
     reserve: ReserveOpt = 0.0,
@@ -346,7 +366,9 @@ def audit(
     """The depth protocol on existing single-instruction datasets, reported per dataset folder
     (30-minute limit per task)."""
     base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure("audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+    _measure(
+        "audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    )
 
 
 # --- episodes -------------------------------------------------------------------------------------

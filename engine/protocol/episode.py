@@ -418,7 +418,7 @@ class _Runner:
                 commands_used=conv.executed,
             )
             ep.add_segment_run(
-                self.store, self.eid, idx, message, name=segment.name, first_turn=conv.turns + 1
+                self.store, self.eid, idx, message, name=segment.name, first_turn=conv.replies + 1
             )
             seg_limits = _segment_limits(
                 limits, segment.agent_timeout_sec or task.limits.agent_timeout_sec
