@@ -130,24 +130,44 @@ def measure(progress: bool = False, tasks: int = DEFAULT_TASKS, seed: int = SEED
     return {"tasks": len(rows), "seed": seed, "models": list(MODELS), "groups": out}
 
 
+def targets(result: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The issue's targets for bisection, each with whether this run met it."""
+    groups = {g["group"]: g for g in result["groups"]}
+    deep, shallow = groups[f"needs >= {DEEP} turns"], groups["shallow"]
+    out = [
+        (
+            f"at most half the protocol's runs on tasks needing >= {DEEP} turns",
+            deep["bisect"]["runs_per_task"] <= 0.5 * deep["protocol"]["runs_per_task"],
+        ),
+        (
+            "no more runs than the protocol on shallow tasks",
+            shallow["bisect"]["runs_per_task"] <= shallow["protocol"]["runs_per_task"],
+        ),
+    ]
+    for g in result["groups"]:
+        out.append(
+            (
+                f"agreement no worse than the protocol's with itself ({g['group']})",
+                g["bisect"]["agreement"] >= g["protocol"]["agreement"],
+            )
+        )
+    return out
+
+
 def render(result: dict[str, Any]) -> Any:
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(
         title=f"Cap search on {result['tasks']} simulated tasks, 2 models (seed {result['seed']})",
         title_justify="left",
+        caption="runs, turns: per task (uncapped runs included; turns stand in for cost); "
+        "x: against the protocol; agree: share of tasks whose D equals a second protocol run's",
+        caption_justify="left",
     )
-    for col in (
-        "tasks",
-        "group",
-        "search",
-        "runs/task",
-        "turns/task",
-        "runs vs protocol",
-        "turns vs protocol",
-        "agrees with protocol rerun",
-    ):
-        table.add_column(col, justify="left" if col in ("group", "search") else "right")
+    for col in ("group (tasks)", "search", "runs", "turns", "runs x", "turns x", "agree"):
+        table.add_column(col, justify="left" if col in ("group (tasks)", "search") else "right")
     for g in result["groups"]:
         base = g["protocol"]
         for search in SEARCHES:
@@ -155,8 +175,7 @@ def render(result: dict[str, Any]) -> Any:
             if s["runs_per_task"] is None:
                 continue
             table.add_row(
-                str(g["tasks"]),
-                g["group"],
+                f"{g['group']} ({g['tasks']})" if search == "protocol" else "",
                 search,
                 f"{s['runs_per_task']:.2f}",
                 f"{s['turns_per_task']:.1f}",
@@ -164,4 +183,8 @@ def render(result: dict[str, Any]) -> Any:
                 f"{s['turns_per_task'] / base['turns_per_task']:.2f}",
                 f"{s['agreement']:.3f}",
             )
-    return table
+    lines = [
+        Text(f"{'met   ' if ok else 'MISSED'} {what}", style="green" if ok else "red")
+        for what, ok in targets(result)
+    ]
+    return Group(table, *lines)
