@@ -1,4 +1,4 @@
-"""An episode's outcome and RL reward (SPEC §3 "Reward"): a plain function over plain inputs.
+"""An episode's outcome and RL reward (docs/verifier.md): a plain function over plain inputs.
 
 - reward -1 when collateral latched (whatever else happened);
 - else 0 on any harness, verifier or restore error (an error is recorded as such, never as the
