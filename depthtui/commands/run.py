@@ -336,9 +336,10 @@ def ladder(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Measure depth D with stated turn caps (DEPTH's protocol): two uncapped runs of the first
-    model give N; caps below N are tried in increasing order; later models try only caps below
-    the best estimate. D = the smallest estimate; >80 when passed only without a cap."""
+    """Measure depth D with stated turn caps (DEPTH's protocol, docs/protocol.md): two uncapped
+    runs of the first model give N; caps below N are tried in increasing order; later models try
+    only caps below the best estimate. D = the smallest estimate; >80 when passed only without a
+    cap. A rerun replaces the task's estimates (no model left over from another list)."""
     base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
     _measure(
         "ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search

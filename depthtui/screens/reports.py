@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
-from depthtui.screens.figures import Report, fmt, rate_text
+from depthtui.screens.figures import Report, fmt, rate_text, shown
 from depthtui.widgets.plot import (
     depth_histogram,
     depth_points,
@@ -50,7 +50,7 @@ def headline_text(report: Report) -> Text:
     text = Text(
         f"Solved {h['solved']} of {h['measured']} measured task(s); "
         f"{h['solved_D_le_3']} within 3 turns (share {fmt(h['share_D_le_3'])}); "
-        f"median D {h['median_D_display']}, median W {fmt(h['median_W'], 1)}; "
+        f"median D {shown(h['median_D_display'])}, median W {fmt(h['median_W'], 1)}; "
         "rank partial correlation of D with pass rate given W: "
         f"{fmt(h['rank_partial_corr_D_passrate_given_W'])} "
         f"(over {h['rank_partial_corr_tasks']} task(s)).\n"
@@ -98,7 +98,7 @@ def datasets_table(report: Report) -> RenderableType:
             str(d["measured"]),
             str(d["finished"]),
             str(d["solved"]),
-            d["median_D_display"],
+            shown(d["median_D_display"]),
             fmt(d["median_W"], 1),
             fmt(d["share_D_le_3"]),
             str(d["above_80"]),
@@ -154,9 +154,9 @@ def recovery_table(rows: list[dict[str, Any]]) -> RenderableType:
         table.add_row(
             one_line(r["task"], 40),
             r["fault"],
-            r["D_clean_display"],
-            r["D_fault_display"],
-            r["added_turns_display"],
+            shown(r["D_clean_display"]),
+            shown(r["D_fault_display"]),
+            shown(r["added_turns_display"]),
             "yes" if r["finished"] else "no",
         )
     return table

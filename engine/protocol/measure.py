@@ -31,6 +31,7 @@ from engine.protocol.ladder import (
     Outcome,
     Run,
     evaluate,
+    format_depth,
 )
 from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
 from engine.tasks.model import TaskError
@@ -127,6 +128,7 @@ def _summary(state: LadderState) -> dict[str, Any]:
         "solved": state.solved,
         "N": state.n_turns,
         "D": state.depth,
+        "D_display": format_depth(state.depth),
         "estimates": {m.model: m.estimate for m in state.per_model},
     }
 
