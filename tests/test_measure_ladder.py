@@ -48,6 +48,8 @@ from tests.fixtures_measure import (
     write_models,
 )
 
+pytestmark = [pytest.mark.docker, pytest.mark.slow]  # about a minute: 27 real episodes
+
 EC, TOP = "demo/error-count", "demo/top-error-ips"
 POLICY = BatchingPolicy(
     look="ls -la /home/user/logs",

@@ -55,7 +55,7 @@ def test_a_small_run_reports_every_group_and_the_targets() -> None:
             assert s["runs_per_task"] >= 2 and 0 <= s["agreement"] <= 1
     all_ = result["groups"][-1]
     assert all_["bisect"]["runs_per_task"] < all_["protocol"]["runs_per_task"]
-    assert [what for what, _ in sb.targets(result)][:2] == [
+    assert [t["target"] for t in result["targets"]][:2] == [
         "at most half the protocol's runs on tasks needing >= 20 turns",
         "no more runs than the protocol on shallow tasks",
     ]

@@ -127,7 +127,9 @@ def measure(progress: bool = False, tasks: int = DEFAULT_TASKS, seed: int = SEED
                 "agreement": sum(agree) / len(members) if members else None,
             }
         out.append(entry)
-    return {"tasks": len(rows), "seed": seed, "models": list(MODELS), "groups": out}
+    result = {"tasks": len(rows), "seed": seed, "models": list(MODELS), "groups": out}
+    result["targets"] = [{"target": what, "met": ok} for what, ok in targets(result)]
+    return result
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -185,6 +187,6 @@ def render(result: dict[str, Any]) -> Any:
             )
     lines = [
         Text(f"{'met   ' if ok else 'MISSED'} {what}", style="green" if ok else "red")
-        for what, ok in targets(result)
+        for what, ok in ((t["target"], t["met"]) for t in result["targets"])
     ]
     return Group(table, *lines)
