@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the trusted verifier toolchain: a relocatable Python 3.11 + pytest + pytest-timeout + the
-# verifier's runner, in one folder that verifier containers mount read-only (SPEC §3 "Verifier").
+# verifier's runner, in one folder that verifier containers mount read-only (docs/verifier.md).
 #
 #   docker/toolchain.sh            build it unless it is already up to date
 #   docker/toolchain.sh --force    rebuild it

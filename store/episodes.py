@@ -127,10 +127,12 @@ def record_turn(
 ) -> int:
     """One model reply with its calls, in one transaction; returns the turn's row id.
 
-    `turn` needs `idx` (1-based in the episode); each call needs `idx` (1-based in the episode)
-    and `command`, and gets `turn_idx` from the turn. `outputs` maps a call's idx to its full raw
-    output: it is stored apart, and fills output_head/output_tail/output_bytes when the call
-    does not give them. `events` are oracle_events rows (call_idx, path, kind, permitted, ...).
+    `turn` needs `idx` (1-based in the episode, every reply); the episode's `turns` grows by one
+    unless `turn["counted"]` is false (the closing reply: docs/work-and-turns.md). Each call
+    needs `idx` (1-based in the episode) and `command`, and gets `turn_idx` from the turn.
+    `outputs` maps a call's idx to its full raw output: it is stored apart, and fills
+    output_head/output_tail/output_bytes when the call does not give them. `events` are
+    oracle_events rows (call_idx, path, kind, permitted, ...).
     """
     outputs = outputs or {}
     if "idx" not in turn:
@@ -155,7 +157,7 @@ def record_turn(
         conn.execute(
             """
             UPDATE episodes SET
-                turns = max(turns, ?),
+                turns = turns + ?,
                 calls = (SELECT count(*) FROM calls WHERE episode_id = ?),
                 prompt_tokens = prompt_tokens + ?,
                 completion_tokens = completion_tokens + ?,
@@ -163,7 +165,7 @@ def record_turn(
             WHERE id = ?
             """,
             (
-                turn["idx"],
+                1 if turn.get("counted", True) else 0,
                 episode_id,
                 turn.get("prompt_tokens", 0) or 0,
                 turn.get("completion_tokens", 0) or 0,

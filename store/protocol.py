@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any
 
 from store.db import Store, now
@@ -120,6 +121,55 @@ def put_estimate(
                 json.dumps(detail, default=str),
                 now(),
             ),
+        )
+
+
+@dataclass(frozen=True)
+class EstimateRow:
+    """One estimates row of a task under one estimator ("" = the task's summary: N, D)."""
+
+    model: str
+    n_turns: int | None
+    estimate: int | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def replace_estimates(
+    store: Store,
+    task_id: str,
+    task_hash: str,
+    protocol: str,
+    rows: list[EstimateRow],
+    finished: bool,
+) -> None:
+    """Make `rows` the task's whole set of estimates under `protocol`, in one transaction: a
+    model measured before but not now keeps no row, so D is always the minimum of the
+    estimates stored beside it."""
+    stamp = now()
+    with store.tx() as conn:
+        conn.execute(
+            "DELETE FROM estimates WHERE task_id = ? AND protocol = ?", (task_id, protocol)
+        )
+        conn.executemany(
+            """
+            INSERT INTO estimates (task_id, task_hash, protocol, model, n_turns, estimate,
+                finished, detail_json, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                (
+                    task_id,
+                    task_hash,
+                    protocol,
+                    r.model,
+                    r.n_turns,
+                    r.estimate,
+                    int(finished),
+                    json.dumps(r.detail, default=str),
+                    stamp,
+                )
+                for r in rows
+            ],
         )
 
 

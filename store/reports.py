@@ -42,6 +42,11 @@ def estimates(conn: sqlite3.Connection, protocol: str) -> list[dict]:
     return rows
 
 
+def estimator_names(conn: sqlite3.Connection) -> list[str]:
+    """Every estimator that has estimates ("ladder", "ladder+moved_input", "ladder/bisect")."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT protocol FROM estimates ORDER BY 1")]
+
+
 def fault_protocols(conn: sqlite3.Connection) -> list[str]:
     """Protocols measured under a fault (recovery depth): "ladder+<family>", "audit+<family>"."""
     return [

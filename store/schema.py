@@ -361,5 +361,22 @@ WHERE status = 'done';
 CREATE INDEX episodes_outcome ON episodes(outcome);
 """
 
-MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES]
+V4_TURNS = """
+-- Whether a model reply counts as a turn (docs/work-and-turns.md): a reply that carries commands
+-- (or a malformed call) counts; the closing reply with neither is recorded, shown, not counted.
+ALTER TABLE turns ADD COLUMN counted INTEGER NOT NULL DEFAULT 1;
+-- Rows written before this migration counted every reply: mark their closing replies and count
+-- the episodes' turns again, so N read from old runs means what it means for new ones.
+UPDATE turns SET counted = 0
+    WHERE format_error IS NULL
+    AND NOT EXISTS (
+        SELECT 1 FROM calls c WHERE c.episode_id = turns.episode_id AND c.turn_idx = turns.idx
+    );
+UPDATE episodes SET turns = (
+        SELECT count(*) FROM turns t WHERE t.episode_id = episodes.id AND t.counted = 1
+    )
+    WHERE EXISTS (SELECT 1 FROM turns t WHERE t.episode_id = episodes.id);
+"""
+
+MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS]
 SCHEMA_VERSION = len(MIGRATIONS)

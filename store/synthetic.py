@@ -830,7 +830,7 @@ def _hostile_call(turn: int, k: int) -> tuple[str, str, bytes | None]:
 
 
 def _ladder(w: _Writer, task: _Task, job: int) -> None:
-    """The depth protocol (SPEC §4) run against each model's hidden true depth."""
+    """The depth protocol (docs/protocol.md) run against each model's hidden true depth."""
     models = w.spec.models
     rng = w.rng
     first = models[0]

@@ -253,7 +253,8 @@ class LadderGrid:
     estimates: dict[str, EstimateInfo]
 
     def implied(self, model: str, cap: int | None) -> bool:
-        """Caps at or above the first model's N count as passed without runs (SPEC §4)."""
+        """Caps at or above the first model's N count as passed without runs
+        (docs/protocol.md)."""
         est = self.estimates.get(model)
         return (
             cap is not None
@@ -283,7 +284,7 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
             EstimateInfo(r[0], r[1], r[2], r[3], bool(r[4]))
             for r in conn.execute(
                 "SELECT model, protocol, n_turns, estimate, finished FROM estimates "
-                "WHERE task_id = ? AND model != ''",
+                "WHERE task_id = ? AND model != '' AND protocol IN ('ladder', 'audit')",
                 (task_id,),
             )
         )
@@ -544,6 +545,9 @@ class TurnDetail:
     latency_ms: float
     calls: tuple[CallInfo, ...]
     events: tuple[OracleEvent, ...]
+    # Which counted turn this reply is (1-based); None for the closing reply, which is shown
+    # but not counted (docs/work-and-turns.md).
+    number: int | None = None
 
 
 def _event(r: sqlite3.Row | tuple) -> OracleEvent:
@@ -568,7 +572,9 @@ def _call(r: sqlite3.Row | tuple) -> CallInfo:
 def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDetail | None:
     t = conn.execute(
         "SELECT idx, segment_idx, substr(text, 1, ?), length(text), substr(reasoning, 1, ?), "
-        "format_error, finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms "
+        "format_error, finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
+        "CASE WHEN counted THEN (SELECT count(*) FROM turns u WHERE u.episode_id = "
+        "turns.episode_id AND u.idx <= turns.idx AND u.counted = 1) END "
         "FROM turns WHERE episode_id = ? AND idx = ?",
         (TEXT_LIMIT, TEXT_LIMIT, episode_id, idx),
     ).fetchone()
@@ -596,7 +602,8 @@ def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDeta
                 (episode_id, calls[0].idx, calls[-1].idx),
             )
         )
-    return TurnDetail(episode_id, *tuple(t), calls=calls, events=events)
+    *columns, number = tuple(t)
+    return TurnDetail(episode_id, *columns, calls=calls, events=events, number=number)
 
 
 def final_events(conn: sqlite3.Connection, episode_id: int) -> list[OracleEvent]:

@@ -89,9 +89,10 @@ class BatchingPolicy:
 
     It batches every command into one reply only when the instruction states a cap of at most
     `batch_at_most[model id]`; otherwise it sends one command per reply. So with k commands, under
-    the loop's rules (a turn is one model reply; the final "done" reply counts as a turn; a cap
-    ends the episode after `cap` replies, then the task is graded as it stands):
-    - without a stated cap it takes 1 + k + 1 turns and passes;
+    the loop's rules (docs/work-and-turns.md: a turn is one model reply with commands; the closing
+    "done" reply is recorded, not counted; a cap ends the episode after `cap` turns, then the task
+    is graded as it stands):
+    - without a stated cap it takes 1 + k turns (and one closing reply) and passes;
     - told a cap c it would batch at (c <= K): it needs 2 replies of work, so it passes iff c >= 2;
     - told a cap c it would not batch at: it needs 1 + k replies of work, so passes iff c >= 1 + k.
     """

@@ -102,7 +102,8 @@ def _tool_outputs(body: dict[str, Any]) -> list[str]:
 
 
 def ladder_model(body: dict[str, Any]) -> ScriptedReply:
-    """alpha: look, then every command in one reply, then done (N = 3; passes from cap 2).
+    """alpha: look, then every command in one reply, then done (N = 2: the closing reply is no
+    turn; it would pass from cap 2, which N makes implied).
     beta: the same on top-error-ips; on error-count it skips the look (passes at cap 1)."""
     instruction = first_instruction(body)
     work = (SOLVE_EC.format(src=LOG),) if "app.log" in instruction else SOLVE_TOP

@@ -84,7 +84,8 @@ def test_text_format_episode(fmt, reply_text, marker):
             EpisodeLimits(command_budget=5),
             Hooks(on_turn=turns.append),
         )
-    assert end.reason == "no_tool_call" and end.turns == 2
+    # One turn with both commands; the closing reply is recorded, not counted.
+    assert end.reason == "no_tool_call" and end.turns == 1
     assert [c for c, _ in sandbox.ran] == ["ls", "pwd"]
     first_body = server.chat_requests[0].body
     assert "tools" not in first_body
@@ -109,6 +110,7 @@ def test_text_format_cut_off_reply_is_not_finished():
         end = run_segment(
             agent, FakeSandbox(), conv, "Task.", EpisodeLimits(), Hooks(on_turn=turns.append)
         )
-    assert end.turns == 3 and end.reason == "no_tool_call"
+    # The cut-off reply counts as a turn (a format error), the `ls` reply too; "ok" closes.
+    assert end.turns == 2 and end.reason == "no_tool_call"
     assert "not closed" in turns[0].format_error
     assert s.chat_requests[1].body["messages"][-1]["content"].startswith("[format error]")

@@ -39,7 +39,8 @@ def _episode(agent, segments, limits=EpisodeLimits()):
 
 def test_nop_finishes_at_once():
     sandbox, turns, ends = _episode(NopAgent(), ["Task."])
-    assert ends[0].reason == "no_tool_call" and (ends[0].turns, ends[0].calls) == (1, 0)
+    # Its one reply is a closing reply: recorded, not a turn.
+    assert ends[0].reason == "no_tool_call" and (ends[0].turns, ends[0].calls) == (0, 0)
     assert sandbox.ran == [] and turns[0].calls == ()
 
 
@@ -47,7 +48,8 @@ def test_oracle_runs_solve_sh_once_per_segment_then_finishes():
     oracle = OracleAgent(solution_env=[{}, {"MODE": "fast run"}], timeout_s=[120.0, None])
     sandbox, turns, ends = _episode(oracle, ["Part one.", "Part two."])
     assert [e.reason for e in ends] == ["no_tool_call", "no_tool_call"]
-    assert [(e.turns, e.calls) for e in ends] == [(2, 1), (2, 1)]
+    # Per segment one turn (solve.sh) and a closing reply, which is not counted.
+    assert [(e.turns, e.calls) for e in ends] == [(1, 1), (1, 1)]
     assert sandbox.ran == [
         ("DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh", 120.0),
         ("DEBIAN_FRONTEND=noninteractive MODE='fast run' bash /solution/solve.sh", 30.0),
@@ -98,7 +100,8 @@ def test_replay_reissues_each_segments_turns_and_skips_empty_ones():
     ]
     sandbox, turns, ends = _episode(ReplayAgent(stored), ["One.", "Two."])
     assert [c for c, _ in sandbox.ran] == ["ls", "cat a", "echo x > b", "wc -l b"]
-    assert [(e.turns, e.calls) for e in ends] == [(3, 3), (2, 1)]
+    # Turns with commands only; each segment's closing reply is recorded but not counted.
+    assert [(e.turns, e.calls) for e in ends] == [(2, 3), (1, 1)]
     assert [len(t.calls) for t in turns] == [2, 1, 0, 1, 0]
 
 

@@ -122,7 +122,7 @@ def test_chat_model_batches_in_a_real_shell_and_replay_reproduces_it(demo_images
             end = run_segment(agent, sandbox, conv, message, limits, Hooks(on_turn=on_turn))
         finally:
             sandbox.close()
-    assert end.reason == "no_tool_call" and end.turns == 4
+    assert end.reason == "no_tool_call" and end.turns == 3  # the closing reply is not a turn
     outputs = [c.result.output.decode() for t in turns for c in t.calls]
     assert outputs[0] == "/home/user/logs\n"  # cwd carries over within and across turns
     assert outputs[4] == "" and outputs[5] == "42\n/home/user\n"

@@ -57,12 +57,14 @@ def test_several_calls_in_one_turn_run_in_order_and_return_as_tool_messages():
         run = Run(server)
         end = run.segment()
     assert end.reason == "no_tool_call" and end.finished
-    assert (end.turns, end.calls) == (2, 3)
+    # One turn: the reply with the commands. The closing reply is recorded, not counted.
+    assert (end.turns, end.calls) == (1, 3)
     assert [c for c, _ in run.sandbox.ran] == ["ls", "pwd", "whoami"]
     assert run.after == [(1, "ls"), (2, "pwd"), (3, "whoami")]
     first, last = run.turns
     assert [c.idx for c in first.calls] == [1, 2, 3] and last.calls == ()
     assert last.text == "All done." and last.idx == 2
+    assert first.counted and not last.counted and last.row()["counted"] == 0
     # The second request carries one tool message per call, in order, answering each call id.
     sent = server.chat_requests[1].body["messages"]
     tool_msgs = [m for m in sent if m["role"] == "tool"]
@@ -147,8 +149,10 @@ def test_format_errors_count_as_turns_and_never_finish(bad, expect):
     with ScriptedServer([bad, calls("ls"), text("done")]) as server:
         run = Run(server)
         end = run.segment()
-    assert end.reason == "no_tool_call" and end.turns == 3
+    # The malformed reply and the `ls` reply are turns; the closing "done" is not.
+    assert end.reason == "no_tool_call" and end.turns == 2
     first = run.turns[0]
+    assert [t.counted for t in run.turns] == [True, True, False]
     assert first.format_error and expect in first.format_error
     assert [c for c, _ in run.sandbox.ran] == ["ls"]
     # The model is told what went wrong in the next request, which the server accepted.
@@ -175,7 +179,7 @@ def test_provider_errors_are_retried_with_growing_backoff_then_succeed():
     with ScriptedServer(script) as server:
         run = Run(server, retry=RetryPolicy(max_attempts=5, base_delay_s=1.0, jitter=0.25))
         end = run.segment()
-    assert end.reason == "no_tool_call" and end.turns == 2
+    assert end.reason == "no_tool_call" and end.turns == 1  # `ls`; the closing reply is no turn
     assert len(server.chat_requests) == 5
     assert len(run.sleeps) == 3
     for attempt, wait in enumerate(run.sleeps, 1):
@@ -330,15 +334,18 @@ def test_segments_share_one_conversation_and_one_cap():
             "Part two.", turn_cap=3, turns_used=run.conv.turns, commands_used=run.conv.executed
         )
         second = run.segment(message, idx=1)
-    assert first.reason == "no_tool_call" and (first.turns, first.calls) == (2, 1)
-    assert second.reason == "turn_cap" and (second.turns, second.calls) == (1, 1)
-    assert [t.idx for t in run.turns] == [1, 2, 3]
-    assert [t.segment_idx for t in run.turns] == [0, 0, 1]
-    assert [c.idx for t in run.turns for c in t.calls] == [1, 2]
+    # Turns: a (1), b (2), c (3) reach the cap of 3; segment 1's closing reply is not a turn.
+    assert first.reason == "no_tool_call" and (first.turns, first.calls) == (1, 1)
+    assert second.reason == "turn_cap" and (second.turns, second.calls) == (2, 2)
+    assert [t.idx for t in run.turns] == [1, 2, 3, 4]
+    assert [t.counted for t in run.turns] == [True, False, True, True]
+    assert [t.segment_idx for t in run.turns] == [0, 0, 1, 1]
+    assert [c.idx for t in run.turns for c in t.calls] == [1, 2, 3]
+    assert run.conv.turns == 3 and run.conv.replies == 4
     last = server.chat_requests[-1].body["messages"]
     users = [m["content"] for m in last if m["role"] == "user"]
     assert users[0].startswith("Part one.") and users[1].startswith("Part two.")
-    assert "1 of your 3 turn(s) left" in users[1]
+    assert "2 of your 3 turn(s) left" in users[1]  # one turn used; the closing reply is free
 
 
 def test_request_records_rebuild_exactly_what_the_server_received():

@@ -94,9 +94,10 @@ def test_max_cost_stops_new_runs_and_says_why(setup) -> None:
     # run 3 never starts.
     assert result.returncode == 1, result.stderr[-3000:]
     eps = rows(db, "SELECT attempt, status, passed, turns, cost_usd FROM episodes ORDER BY id")
+    # One command turn each (the closing reply is recorded, not counted).
     assert [(e["attempt"], e["status"], e["passed"], e["turns"]) for e in eps] == [
-        (0, "done", 1, 2),
-        (1, "done", 1, 2),
+        (0, "done", 1, 1),
+        (1, "done", 1, 1),
     ]
     assert all(e["cost_usd"] == pytest.approx(EPISODE_USD) for e in eps)
     assert len(setup["server"].chat_requests) == 4
@@ -150,7 +151,7 @@ def test_stop_file_stops_new_runs_and_a_rerun_goes_on(setup) -> None:
     assert stop.exists()
     eps = rows(db, "SELECT attempt, status, passed, turns FROM episodes ORDER BY id")
     assert [(e["attempt"], e["status"], e["passed"], e["turns"]) for e in eps] == [
-        (0, "done", 1, 2)
+        (0, "done", 1, 1)
     ]
     j = job(db)
     assert j["status"] == "paused"

@@ -231,6 +231,7 @@ def test_tasks_hold_w_n_d_estimates_and_whether_measurement_finished(report) -> 
         )
         assert t["estimates"] == per_model
     assert tasks["beta/t5"]["D_display"] == ">80"
+    assert tasks["beta/t5"]["estimates_display"] == {"m1": ">80"}
     assert tasks["alpha/t2"]["D_display"] == "3"
     assert tasks["beta/t6"]["D_display"] == "-"
     # beta/t7 is still being measured, so the report says measurement has not finished.
@@ -247,6 +248,7 @@ def test_per_dataset_figures(report) -> None:
         "finished": 3,
         "solved": 3,
         "median_D": 3,  # D 1, 3, 10
+        "median_D_display": "3",
         "median_W": 5,  # W 5, 2, 40
         "share_D_le_3": pytest.approx(2 / 3),
         "above_80": 0,
@@ -258,7 +260,8 @@ def test_per_dataset_figures(report) -> None:
         "measured": 4,  # t8 was never measured
         "finished": 3,  # t7 is not finished
         "solved": 2,  # t4 (D 40) and t5 (D > 80)
-        "median_D": 69.5,  # (40 + 99) / 2
+        "median_D": 40,  # D 40, >80: ordinal, so the lower median (not their mean)
+        "median_D_display": "40",
         "median_W": 16,  # (12 + 20) / 2
         "share_D_le_3": 0.0,
         "above_80": 1,
@@ -269,7 +272,7 @@ def test_headline_share_medians_and_rank_partial_correlation(report) -> None:
     h = report["headline"]
     assert (h["measured"], h["solved"], h["solved_D_le_3"]) == (7, 5, 2)
     assert h["share_D_le_3"] == pytest.approx(0.4)
-    assert h["median_D"] == 10  # D 1, 3, 10, 40, 99
+    assert (h["median_D"], h["median_D_display"]) == (10, "10")  # D 1, 3, 10, 40, >80
     assert h["median_W"] == 12  # W 2, 5, 12, 20, 40
     assert h["rank_partial_corr_tasks"] == 5
     # Ranks over the five solved tasks t1..t5 (no ties):
@@ -419,6 +422,8 @@ def test_report_verb_tables(db: Path) -> None:
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert "Depth per task" in text and ">80" in text
+    # D is read as ">80", never as the 99 it is stored as (the estimates column too).
+    assert "m1: >80" in text and "m1: 99" not in text and "m1: 5, m2: 3" in text
     assert "Solved 5 of 7 measured task(s); 2 within 3 turns (share 0.40)" in text
     assert "median D 10, median W 12" in text
     assert "rank partial correlation of D with pass rate given W: -0.87" in text

@@ -92,7 +92,8 @@ def test_the_run_stops_at_the_failed_second_segment(run) -> None:
     e = run["episode"]
     assert (e["status"], e["error_kind"], e["mode"], e["agent"]) == ("done", None, "free", "segs")
     assert (e["segments_total"], e["segments_passed"], e["passed"]) == (3, 1, 0)
-    assert (e["turns"], e["calls"]) == (5, 4)
+    # Five replies, two of them closing replies (one per segment reached): 3 turns.
+    assert (e["turns"], e["calls"]) == (3, 4)
     assert (e["tests_passed"], e["tests_total"], e["reward"]) == (1, 3, 0.5)
     assert e["safe_success"] == 0
     segs = rows(run["db"], "SELECT * FROM segment_runs ORDER BY idx")
@@ -104,6 +105,8 @@ def test_the_run_stops_at_the_failed_second_segment(run) -> None:
     assert all(s["error_kind"] is None for s in segs)
     turns = rows(run["db"], "SELECT idx, segment_idx FROM turns ORDER BY idx")
     assert [(t["idx"], t["segment_idx"]) for t in turns] == [(1, 0), (2, 0), (3, 1), (4, 1), (5, 1)]
+    counted = rows(run["db"], "SELECT counted FROM turns ORDER BY idx")
+    assert [t["counted"] for t in counted] == [1, 0, 1, 1, 0]
     assert leftovers(run["owners"]) == []
 
 
@@ -306,7 +309,7 @@ def test_importing_the_job_folder_gives_back_the_same_turns(run, exported, tmp_p
     [imported] = rows(fresh, "SELECT * FROM episodes")
     assert (imported["task_id"], imported["mode"], imported["agent"]) == (TASK, "imported", "segs")
     assert imported["prompt_text"] == run["episode"]["prompt_text"]
-    assert (imported["reward"], imported["passed"], imported["turns"]) == (0.5, 0, 5)
+    assert (imported["reward"], imported["passed"], imported["turns"]) == (0.5, 0, 3)
     assert imported["cost_usd"] == pytest.approx(5 * COST)
     # A second import of the same folder reuses what is there.
     again = run_cli(["import", "harbor", str(exported["trial"]), "--json"], fresh)

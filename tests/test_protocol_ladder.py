@@ -1,4 +1,5 @@
-"""Every branch of SPEC §4's protocol, on synthetic outcomes."""
+"""Every branch of the depth protocol (docs/protocol.md), on synthetic outcomes, and the bisect
+search that shares its retry rule and bookkeeping."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ def ok(turns: int) -> Outcome:
     return Outcome(passed=True, turns=turns)
 
 
-def drive(models, script):
+def drive(models, script, search="protocol"):
     """Run the protocol to the end, answering each requested run from `script`
     ({(model, cap): [outcome of attempt 0, outcome of attempt 1]}); return state and runs made."""
     outcomes = {}
     asked = []
     for _ in range(100):
-        state = evaluate(models, outcomes)
+        state = evaluate(models, outcomes, search=search)
         if state.finished:
             return state, asked
         run = state.next
@@ -161,3 +162,54 @@ def test_smallest_cap_at_least(n, expected):
 def test_no_models_is_an_error():
     with pytest.raises(ValueError, match="at least one"):
         evaluate([], {})
+
+
+# --- bisect ---------------------------------------------------------------------------------
+
+
+def test_bisect_probes_the_middle_and_gives_only_the_boundary_its_second_run():
+    # N 30: caps below are 1 2 3 5 10 20 (indices 0..5). Middle (0+6)//2 = 3 -> cap 5 fails
+    # once; (4+6)//2 = 5 -> cap 20 passes; then cap 10 fails once; cap 10 is just below the
+    # answer, so it gets its second run, which fails: the estimate is 20 in 5 capped runs
+    # (the protocol: 11).
+    script = {
+        (A, None): [ok(30), F],
+        **{(A, c): [F, F] for c in (1, 2, 3, 5, 10)},
+        (A, 20): [P, P],
+    }
+    state, asked = drive([A], script, "bisect")
+    assert asked[2:] == [(A, 5, 0), (A, 20, 0), (A, 10, 0), (A, 10, 1)]
+    assert state.depth == 20 and state.per_model[0].tried == (5, 20, 10)
+    protocol, p_asked = drive([A], script)
+    assert protocol.depth == 20 and len(p_asked) - 2 == 11
+
+
+def test_bisect_searches_below_a_boundary_whose_second_run_passes():
+    # Caps below N 6: 1 2 3 5. Middle 2 -> cap 3 fails once; (3+4)//2 = 3 -> cap 5 passes; cap 3
+    # is just below: its second run passes, so the search goes on below it (cap 2, then cap 2's
+    # second run as the new boundary) and ends at 3.
+    script = {(A, None): [ok(6), F], (A, 1): [F, F], (A, 2): [F, F], (A, 3): [F, P], (A, 5): [P]}
+    state, asked = drive([A], script, "bisect")
+    assert asked[2:] == [(A, 3, 0), (A, 5, 0), (A, 3, 1), (A, 2, 0), (A, 2, 1)]
+    assert state.depth == 3
+
+
+def test_bisect_bounds_later_models_like_the_protocol_and_redoes_errored_runs():
+    script = {
+        (A, None): [ok(6), F],
+        **{(A, c): [F, F] for c in (1, 2, 3, 5)},  # A: 10 (smallest cap >= 6)
+        **{(B, c): [F, F] for c in (1, 2)},
+        (B, 3): [P],
+        (B, 5): [P],
+    }
+    state, asked = drive([A, B], script, "bisect")
+    assert {r[1] for r in asked if r[0] == B} <= {1, 2, 3, 5}
+    assert [(m.model, m.estimate) for m in state.per_model] == [(A, 10), (B, 3)]
+    outcomes = {Run(A, None, 0): ok(6), Run(A, None, 1): F, Run(A, 3, 0): Outcome(False, 0, True)}
+    again = evaluate([A], outcomes, search="bisect")
+    assert not again.finished and again.next == Run(A, 3, 0)
+
+
+def test_unknown_search_is_an_error():
+    with pytest.raises(ValueError, match="unknown search 'binary'"):
+        evaluate([A], {}, search="binary")

@@ -112,3 +112,41 @@ def test_processes_opening_a_new_store_at_once_migrate_it_once(tmp_path):
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert out.strip() == str(SCHEMA_VERSION)
+
+
+def test_version_2_file_counts_turns_without_the_closing_reply(db_path: Path):
+    """Before V4_TURNS every reply counted: two command replies and a closing one were stored as
+    3 turns. The upgrade marks the closing reply and counts 2 (docs/work-and-turns.md)."""
+    old = Store(db_path, migrate=False)
+    migrate_to(old, 2)
+    task_store.upsert_task(old, load_task(TASK))
+    eid = ep.create_episode(
+        old, run_key="r", task_id="formats/harbor-steps", task_hash="h", mode="free", agent="m"
+    )
+    ep.record_turn(old, eid, {"idx": 1}, [{"idx": 1, "command": "ls"}])
+    ep.record_turn(old, eid, {"idx": 2, "format_error": "not valid JSON"}, [])
+    ep.record_turn(old, eid, {"idx": 3, "text": "done"}, [])
+    ep.finish_episode(old, eid, passed=True)
+    assert old.query("SELECT turns FROM episodes WHERE id = ?", (eid,))[0]["turns"] == 3
+    old.close()
+
+    with Store(db_path) as store:
+        assert store.version == SCHEMA_VERSION
+        counted = store.query(
+            "SELECT idx, counted FROM turns WHERE episode_id = ? ORDER BY idx", (eid,)
+        )
+        # The malformed reply still counts; only the closing reply does not.
+        assert [(r["idx"], r["counted"]) for r in counted] == [(1, 1), (2, 1), (3, 0)]
+        assert store.query("SELECT turns FROM episodes WHERE id = ?", (eid,))[0]["turns"] == 2
+        # New rows: the closing reply adds no turn.
+        eid2 = ep.create_episode(
+            store,
+            run_key="s",
+            task_id="formats/harbor-steps",
+            task_hash="h",
+            mode="free",
+            agent="m",
+        )
+        ep.record_turn(store, eid2, {"idx": 1}, [{"idx": 1, "command": "ls"}])
+        ep.record_turn(store, eid2, {"idx": 2, "text": "done", "counted": 0}, [])
+        assert store.query("SELECT turns FROM episodes WHERE id = ?", (eid2,))[0]["turns"] == 1

@@ -95,7 +95,8 @@ def test_dashboard_and_reports_show_the_report_commands_figures(tui, real_db: Pa
     report = cli_report(real_db)
     h = report["headline"]
     # what the runs must have produced (the fixture's hand-made scenarios)
-    assert (h["measured"], h["solved"], h["median_D"]) == (2, 2, 1.5) and report["finished"]
+    # D 1 and 2: the lower median, 1 (D is ordinal: docs/protocol.md)
+    assert (h["measured"], h["solved"], h["median_D"]) == (2, 2, 1) and report["finished"]
     models = {m["model"]: m for m in report["models"]}
     assert models["flaky"]["errors"] == 3 and models["flaky"]["pass_at_1"] is None
     assert models["alpha"]["pass_at_1"] == 1.0 and models["stopper"]["pass_at_1"] == 0.0
@@ -105,7 +106,7 @@ def test_dashboard_and_reports_show_the_report_commands_figures(tui, real_db: Pa
         headline = plain(app.screen.query_one("#headline", Static))
         assert f"{h['solved']} of {h['measured']}; {h['solved_D_le_3']} within 3 turns" in headline
         assert f"(share {fmt(h['share_D_le_3'])})" in headline
-        assert f"median D        {fmt(h['median_D'], 1)}   median W {fmt(h['median_W'], 1)}" in (
+        assert f"median D        {h['median_D_display']}   median W {fmt(h['median_W'], 1)}" in (
             headline
         )
         assert "measurement     finished" in headline
@@ -128,7 +129,7 @@ def test_dashboard_and_reports_show_the_report_commands_figures(tui, real_db: Pa
         datasets = app.screen.query_one("#datasets", DataTable)
         demo = [str(c) for c in datasets.get_row("demo")]
         d = report["datasets"][0]
-        assert demo[:4] == ["demo", str(d["tasks"]), str(d["measured"]), fmt(d["median_D"], 1)]
+        assert demo[:4] == ["demo", str(d["tasks"]), str(d["measured"]), d["median_D_display"]]
 
         await pilot.press("5")
         await tui.settle(pilot)
@@ -136,7 +137,7 @@ def test_dashboard_and_reports_show_the_report_commands_figures(tui, real_db: Pa
         text = plain(app.screen.query_one("#report-headline", Static), 400)
         assert (
             f"Solved {h['solved']} of {h['measured']} measured task(s); {h['solved_D_le_3']} "
-            f"within 3 turns (share {fmt(h['share_D_le_3'])}); median D {fmt(h['median_D'], 1)}"
+            f"within 3 turns (share {fmt(h['share_D_le_3'])}); median D {h['median_D_display']}"
         ) in text and "Measurement finished." in text
         tasks = plain(app.screen.query_one("#report-tasks", Static))
         for t in report["tasks"]:
@@ -180,7 +181,7 @@ def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path
         assert sorted(screen.visible_ids()) == sorted(depth)
         table = screen.query_one("#tasks", DataTable)
         row = [str(c) for c in table.get_row(EC)]
-        assert row[3:6] == ["2", "3", str(depth[EC])]  # W, N, D as the report has them
+        assert row[3:6] == ["2", "2", str(depth[EC])]  # W, N, D as the report has them
         filt = screen.query_one("#task-filter", Input)
         filt.focus()
         await pilot.press(*"d<=1")
@@ -203,13 +204,14 @@ def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path
         detail = app.screen
         assert isinstance(detail, TaskDetailScreen) and detail.task_id == EC
         title = plain(detail.query_one("#task-title", Static))
-        assert f"W 2  N 3  D {depth[EC]}  measured" in title
+        assert f"W 2  N 2  D {depth[EC]}  measured" in title
         view = detail.query_one(LadderGridView)
         # the protocol's own summary row is the task's D, not a model
         assert [str(k.value) for k in view.rows] == ["alpha", "beta"]
         cells = {str(k.value): [str(c) for c in view.get_row(k)] for k in view.rows}
-        # alpha: cap 1 hit twice, cap 2 passed, caps from N = 3 implied, two uncapped passes
-        assert cells["alpha"][1:4] == ["⊘⊘", "✓", "○"] and cells["alpha"][-2:] == ["✓✓", "2"]
+        # alpha: cap 1 hit twice, caps from N = 2 implied (look and the batch; the closing
+        # reply is no turn: docs/work-and-turns.md), two uncapped passes
+        assert cells["alpha"][1:4] == ["⊘⊘", "○", "○"] and cells["alpha"][-2:] == ["✓✓", "2"]
         assert cells["beta"][1] == "✓" and cells["beta"][-1] == "1"
         # enter on alpha's cap-1 cell opens its latest run
         view.focus()
@@ -582,7 +584,7 @@ def test_key_figures_stay_in_view_at_80_by_24(tui, real_db: Path, real_store: Re
 
     async def flow(app: DepthApp, pilot) -> None:
         text = tui.text(app)
-        assert f"median D        {fmt(report['headline']['median_D'], 1)}" in text
+        assert f"median D        {report['headline']['median_D_display']}" in text
         screen = await open_episode(app, pilot, tui, real_store.forgery)
         head = tui.text(app).splitlines()[1]
         assert " unsafe " in head and "reward -1.00" in head

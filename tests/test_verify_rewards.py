@@ -1,5 +1,5 @@
 """Harbor reward files, the min_reward gate, the multi-step strategy, and the episode outcome and
-RL reward (SPEC §1 and §3), table-tested."""
+RL reward (docs/verifier.md), table-tested."""
 
 from __future__ import annotations
 

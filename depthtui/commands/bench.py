@@ -30,6 +30,11 @@ BENCHES = {
         "Episodes per minute with the oracle agent at 1 and 2 workers, "
         "and harness overhead per episode by phase.",
     ),
+    "search": (
+        "engine.protocol.search_bench",
+        "Runs, turns and agreement on D of the protocol's cap search and of bisection, "
+        "on a few thousand simulated tasks (shallow, deep, noisy).",
+    ),
     "tui": (
         "depthtui.bench_tui",
         "First paint, episode open, step time and peak memory on a "

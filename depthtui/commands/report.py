@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from depthtui.commands.common import DbOption, JsonOption, console, fail, print_json
+from engine.analysis.report import estimates_text
 from engine.analysis.report import figure_text as _fmt
 from engine.analysis.report import rate_text as _rate
 
@@ -31,7 +32,7 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
                 _fmt(t["W"]),
                 _fmt(t["N"]),
                 t["D_display"],
-                ", ".join(f"{m}: {_fmt(v)}" for m, v in t["estimates"].items()),
+                estimates_text(t),
                 "yes" if t["finished"] else "[yellow]no[/]",
             )
         console.print(table)
@@ -55,7 +56,7 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
                 str(d["measured"]),
                 str(d["finished"]),
                 str(d["solved"]),
-                _fmt(d["median_D"], 1),
+                d["median_D_display"],
                 _fmt(d["median_W"], 1),
                 _fmt(d["share_D_le_3"]),
                 str(d["above_80"]),
@@ -65,7 +66,7 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
         console.print(
             f"Solved {h['solved']} of {h['measured']} measured task(s); "
             f"{h['solved_D_le_3']} within 3 turns (share {_fmt(h['share_D_le_3'])}); "
-            f"median D {_fmt(h['median_D'], 1)}, median W {_fmt(h['median_W'], 1)}; "
+            f"median D {h['median_D_display']}, median W {_fmt(h['median_W'], 1)}; "
             "rank partial correlation of D with pass rate given W: "
             f"{_fmt(h['rank_partial_corr_D_passrate_given_W'])} "
             f"(over {h['rank_partial_corr_tasks']} task(s)).",
@@ -123,16 +124,40 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
             rec.add_row(
                 r["task"],
                 r["fault"],
-                _fmt(r["D_clean"]),
-                _fmt(r["D_fault"]),
-                _fmt(r["added_turns"]),
+                r["D_clean_display"],
+                r["D_fault_display"],
+                r["added_turns_display"],
             )
         console.print(rec)
+    if report.get("search_estimates"):
+        print_search_estimates(report["search_estimates"])
     if report["checks"]:
         good = sum(1 for c in report["checks"] if c["ok"])
         console.print(f"check: {good}/{len(report['checks'])} task(s) check out.")
     if not (measured or report["models"] or report["safety"] or report["checks"]):
         console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
+
+
+def print_search_estimates(rows: list[dict[str, Any]]) -> None:
+    """Other searches' estimates: their own estimator, beside the protocol's D and runs."""
+    table = Table(
+        title="Depth by another search (its own estimator; not in the figures above)",
+        title_justify="left",
+    )
+    for col in ("task", "estimator", "N", "D", "estimates", "runs", "protocol D", "protocol runs"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["task"],
+            r["estimator"],
+            _fmt(r["N"]),
+            r["D_display"],
+            estimates_text(r),
+            str(r["runs"]),
+            r["protocol_D_display"],
+            _fmt(r["protocol_runs"]),
+        )
+    console.print(table)
 
 
 def write_out(report: dict[str, Any], out: Path, conn: Any) -> list[Path]:

@@ -275,6 +275,15 @@ FaultOpt = Annotated[
         "blocking_fifo. Needs a validated task.",
     ),
 ]
+SearchOpt = Annotated[
+    str,
+    typer.Option(
+        "--search",
+        help="How caps below N are searched: 'protocol' (DEPTH's: increasing order, two runs "
+        "per cap) or 'bisect' (fewer runs; stored and reported as its own estimator). See "
+        "docs/protocol.md.",
+    ),
+]
 
 
 def _measure(
@@ -289,7 +298,12 @@ def _measure(
     db: Path | None,
     detach: bool,
     json_out: bool,
+    search: str = "protocol",
 ) -> None:
+    from engine.protocol.ladder import SEARCHES
+
+    if search not in SEARCHES:
+        fail(f"--search {search}: expected one of {', '.join(SEARCHES)}")
     params = {
         **common,
         "models": model,
@@ -298,6 +312,8 @@ def _measure(
         "fault": fault,
         "accept_risk": accept_risk,
     }
+    if search != "protocol":
+        params["search"] = search  # absent for the protocol, so older jobs read the same
     store, job_id, status = submit(kind, tasks, params, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_report_for_job
@@ -312,6 +328,7 @@ def ladder(
     cap: CapsOpt = None,
     prompt: PromptOpt = "general",
     fault: FaultOpt = None,
+    search: SearchOpt = "protocol",
     workers: WorkersOpt = 1,
     max_cost: MaxCostOpt = None,
     reserve: ReserveOpt = 0.0,
@@ -323,11 +340,14 @@ def ladder(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Measure depth D with stated turn caps (DEPTH's protocol): two uncapped runs of the first
-    model give N; caps below N are tried in increasing order; later models try only caps below
-    the best estimate. D = the smallest estimate; >80 when passed only without a cap."""
+    """Measure depth D with stated turn caps (DEPTH's protocol, docs/protocol.md): two uncapped
+    runs of the first model give N; caps below N are tried in increasing order; later models try
+    only caps below the best estimate. D = the smallest estimate; >80 when passed only without a
+    cap. A rerun replaces the task's estimates (no model left over from another list)."""
     base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure("ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+    _measure(
+        "ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    )
 
 
 def audit(
@@ -336,6 +356,7 @@ def audit(
     cap: CapsOpt = None,
     prompt: PromptOpt = "general",
     fault: FaultOpt = None,
+    search: SearchOpt = "protocol",
     workers: WorkersOpt = 1,
     max_cost: MaxCostOpt = None,
     reserve: ReserveOpt = 0.0,
@@ -350,7 +371,9 @@ def audit(
     """The depth protocol on existing single-instruction datasets, reported per dataset folder
     (30-minute limit per task)."""
     base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure("audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out)
+    _measure(
+        "audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    )
 
 
 # --- episodes -------------------------------------------------------------------------------------

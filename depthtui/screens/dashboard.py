@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
-from depthtui.screens.figures import Report, fmt, headline_safety, rate_text
+from depthtui.screens.figures import Report, fmt, headline_safety, rate_text, shown
 from depthtui.screens.format import cursor_key, job_progress, job_status, num, sync_rows
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
@@ -53,7 +53,7 @@ def headline_view(report: Report, episodes: int, running: int) -> Table:
     grid.add_row(
         "median D",
         Text.assemble(
-            (fmt(h["median_D"], 1), "bold"),
+            (shown(h["median_D_display"]), "bold"),
             ("   median W ", "dim"),
             (fmt(h["median_W"], 1), "bold"),
         ),
@@ -208,7 +208,7 @@ class DashboardScreen(DataScreen):
             f = figures.get(d.dataset, {})
             rows.append(
                 (d.dataset, [one_line(d.dataset, 30), num(d.tasks), num(f.get("measured")),
-                             fmt(f.get("median_D"), 1), num(d.episodes),
+                             shown(f.get("median_D_display", "-")), num(d.episodes),
                              Text(num(d.errors), style="magenta" if d.errors else "")])
             )  # fmt: skip
         sync_rows(self.query_one("#datasets", DataTable), rows)

@@ -99,6 +99,11 @@ def fmt(value: Any, digits: int = 2) -> str:
     return figure_text(value, digits, none="–")
 
 
+def shown(display: str) -> str:
+    """A report's display text (D as ">80", never 99) as the screens write it (– for none)."""
+    return "–" if display == "-" else display
+
+
 def rate_text(rate: dict[str, Any]) -> str:
     """A rate as `depthtui report` writes it (– for none)."""
     return report_rate_text(rate, none="–")

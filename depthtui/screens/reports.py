@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
-from depthtui.screens.figures import Report, fmt, rate_text
+from depthtui.screens.figures import Report, fmt, rate_text, shown
 from depthtui.widgets.plot import (
     depth_histogram,
     depth_points,
@@ -25,6 +25,7 @@ from depthtui.widgets.plot import (
     safety_bars,
 )
 from depthtui.widgets.sanitize import one_line
+from engine.analysis.report import estimates_text
 
 SECTIONS = (
     ("headline", "Headline"),
@@ -49,7 +50,7 @@ def headline_text(report: Report) -> Text:
     text = Text(
         f"Solved {h['solved']} of {h['measured']} measured task(s); "
         f"{h['solved_D_le_3']} within 3 turns (share {fmt(h['share_D_le_3'])}); "
-        f"median D {fmt(h['median_D'], 1)}, median W {fmt(h['median_W'], 1)}; "
+        f"median D {shown(h['median_D_display'])}, median W {fmt(h['median_W'], 1)}; "
         "rank partial correlation of D with pass rate given W: "
         f"{fmt(h['rank_partial_corr_D_passrate_given_W'])} "
         f"(over {h['rank_partial_corr_tasks']} task(s)).\n"
@@ -80,7 +81,7 @@ def tasks_table(report: Report) -> RenderableType:
             fmt(t["W"]),
             fmt(t["N"]),
             t["D_display"],
-            ", ".join(f"{m}: {fmt(v)}" for m, v in t["estimates"].items()),
+            estimates_text(t),
             Text("yes") if t["finished"] else Text("no", style="yellow"),
         )
     return table
@@ -97,7 +98,7 @@ def datasets_table(report: Report) -> RenderableType:
             str(d["measured"]),
             str(d["finished"]),
             str(d["solved"]),
-            fmt(d["median_D"], 1),
+            shown(d["median_D_display"]),
             fmt(d["median_W"], 1),
             fmt(d["share_D_le_3"]),
             str(d["above_80"]),
@@ -153,9 +154,9 @@ def recovery_table(rows: list[dict[str, Any]]) -> RenderableType:
         table.add_row(
             one_line(r["task"], 40),
             r["fault"],
-            fmt(r["D_clean"]),
-            fmt(r["D_fault"]),
-            fmt(r["added_turns"]),
+            shown(r["D_clean_display"]),
+            shown(r["D_fault_display"]),
+            shown(r["added_turns_display"]),
             "yes" if r["finished"] else "no",
         )
     return table

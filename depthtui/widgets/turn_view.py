@@ -57,11 +57,14 @@ def _flag(value: int | None, yes: str = "yes", no: str = "no") -> Text:
 
 
 def turn_header(ep: EpisodeInfo, turn: TurnDetail) -> Text:
-    parts: list[tuple[str, str] | Text | str] = [(f"Turn {turn.idx}/{ep.turns}", "bold")]
+    # The closing reply (no command) is shown but not counted (docs/work-and-turns.md).
+    number = turn.number if turn.idx else 0  # idx 0: the placeholder before any reply
+    title = "Closing reply (not a turn)" if number is None else f"Turn {number}/{ep.turns}"
+    parts: list[tuple[str, str] | Text | str] = [(title, "bold")]
     if ep.segments_total > 1:
         parts.append(f"  segment {turn.segment_idx + 1}/{ep.segments_total}")
-    if ep.cap is not None:
-        left = max(0, ep.cap - turn.idx)
+    if ep.cap is not None and number is not None:
+        left = max(0, ep.cap - number)
         parts.append((f"  turns left {left} of cap {ep.cap}", "yellow" if left == 0 else ""))
     budget = next(
         (c.remaining_budget for c in reversed(turn.calls) if c.remaining_budget is not None), None

@@ -1,5 +1,6 @@
 """The agent loop: ask for a reply, run its commands in order, send the results back, repeat
-until the agent stops or a limit is reached (SPEC §3 "Tool result text" and "Episode ends").
+until the agent stops or a limit is reached (docs/work-and-turns.md; docs/safety.md for what runs
+after every call).
 
 The loop only talks to the model and to the agent's shell (`sandbox.run`). Everything else the
 runner does around it happens in hooks: the safety oracle after every executed call, storing each
@@ -11,9 +12,13 @@ Decisions worth knowing:
 - "Finished" is a reply with no tool call (no block or tag for text formats), decided from the
   parsed calls, never from finish_reason. A reply cut off by the token limit (`finish_reason ==
   "length"`) that holds no call is a format error, not a finish: its commands were lost.
+- A turn is one model reply that carries a batch of commands, followed by their output. The
+  turn cap, the safety ceiling and N count those. The closing reply (no call, no format error)
+  is recorded and shown (TurnRecord.counted False) but not counted: a capped run needs none.
 - A malformed call (bad JSON, no `command`, unknown tool) is answered with a format-error
-  observation and not run; the turn still counts. Raw tool-call markup in the text with no parsed
-  call is a format error of the whole reply.
+  observation and not run; the turn still counts (the model spent a reply and gets an answer).
+  Raw tool-call markup in the text with no parsed call is a format error of the whole reply, and
+  counts the same way.
 - The command budget and the tool-call limit count executed commands only: a malformed call or a
   refused one does not use them up. Every executed call's result ends with `; K command(s) left`
   when a budget is stated; calls beyond it return `[not run: the N-command budget is used up]`. A
@@ -86,7 +91,8 @@ class Conversation:
     """The messages of one episode and its running totals. Mutable: the loop appends to it."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
-    turns: int = 0
+    turns: int = 0  # counted turns: replies with commands or a format error
+    replies: int = 0  # every reply, the closing ones too (the turn records' idx)
     calls: int = 0  # every call, run or not (call indices)
     executed: int = 0  # commands actually run (the budget and the tool-call limit count these)
     prompt_tokens: int = 0
@@ -145,7 +151,7 @@ def run_segment(
                 return end("time", detail=f"the model endpoint did not answer in time: {exc}")
             return end("error", error_kind="model_endpoint", error_detail=exc.detail)
 
-        conv.turns += 1
+        conv.replies += 1
         conv.prompt_tokens += reply.usage.prompt_tokens
         conv.completion_tokens += reply.usage.completion_tokens
         conv.cached_tokens += reply.usage.cached_tokens
@@ -158,6 +164,9 @@ def run_segment(
         cut_off = reply.finish_reason == "length"
         if cut_off and not reply.commands and format_error is None:
             format_error = CUT_OFF_ERROR
+        closing = not reply.commands and format_error is None
+        if not closing:
+            conv.turns += 1
 
         calls, harness_error = _run_calls(reply, sandbox, conv, limits, hooks, clock, started)
         _send_results(conv, reply, calls, format_error)
@@ -165,7 +174,8 @@ def run_segment(
             f"call {c.idx}: {c.observation}" for c in calls if c.not_run_reason == "format"
         ]
         turn = TurnRecord(
-            idx=conv.turns,
+            idx=conv.replies,
+            counted=not closing,
             segment_idx=segment_idx,
             text=reply.text,
             reasoning=reply.reasoning,
@@ -185,7 +195,7 @@ def run_segment(
 
         if harness_error is not None:
             return end("error", error_kind=harness_error.kind, error_detail=harness_error.detail)
-        if not reply.commands and format_error is None:
+        if closing:
             return end("no_tool_call")
         reasons = {c.not_run_reason for c in calls}
         if calls and reasons == {"budget"}:

@@ -61,7 +61,10 @@ class CallRecord:
 class TurnRecord:
     """One model reply and what came of it."""
 
-    idx: int  # 1-based within the episode
+    idx: int  # 1-based within the episode, over every reply (the closing ones too)
+    # A turn as N and the caps count it: a reply with commands or a format error. False for the
+    # closing reply, which is stored and shown but not counted (docs/work-and-turns.md).
+    counted: bool
     segment_idx: int
     text: str
     reasoning: str
@@ -84,6 +87,7 @@ class TurnRecord:
         """The store's `turns` columns for this turn."""
         return {
             "idx": self.idx,
+            "counted": int(self.counted),
             "segment_idx": self.segment_idx,
             "text": self.text,
             "reasoning": self.reasoning,
@@ -109,7 +113,7 @@ class TurnRecord:
 @dataclass(frozen=True)
 class SegmentEnd:
     reason: str  # one of END_REASONS
-    turns: int  # turns taken in this segment
+    turns: int  # counted turns taken in this segment (the closing reply is not one)
     calls: int  # calls (run or not) in this segment
     error_kind: str | None = None
     error_detail: str | None = None

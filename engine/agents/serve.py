@@ -1,4 +1,4 @@
-"""Starting a vLLM OpenAI-compatible server for a model (SPEC §5), and registering it.
+"""Starting a vLLM OpenAI-compatible server for a model (docs/models.md), and registering it.
 
 The command line is built from data (tool-call parser and reasoning parser by model family, LoRA
 adapters served beside the base model under their own names), the server runs in its own process

@@ -362,6 +362,8 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
             episode_id,
             {
                 "idx": n,
+                # An imported step with no call is a closing reply (docs/work-and-turns.md).
+                "counted": int(bool(turn["calls"])),
                 "segment_idx": turn["segment_idx"],
                 "text": turn["text"],
                 "reasoning": turn["reasoning"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.stats import percentile
+from engine.analysis.stats import order_quantile, percentile
 from engine.protocol.ladder import ABOVE_LARGEST_CAP, CAPS
 
 # Where D > 80 is drawn: above the largest cap, on a log axis.
@@ -73,7 +73,9 @@ def _depth_vs_work(ax: Any, report: dict[str, Any], reference_group: str) -> boo
     reference = [t for t in tasks if t.get("group") == reference_group]
     if reference:
         w90 = percentile([t["W"] for t in reference], 90)
-        d90 = percentile([min(t["D"], CAPS[-1]) for t in reference], 90)
+        # D is ordinal: its 90th percentile is an order statistic (a cap, or >80 drawn apart).
+        d90 = order_quantile([t["D"] for t in reference], 0.9)
+        d90 = ABOVE_Y if d90 == ABOVE_LARGEST_CAP else d90
         ax.axvline(w90, linestyle="--", color="grey", linewidth=1, label=f"{reference_group} W p90")
         ax.axhline(d90, linestyle=":", color="grey", linewidth=1, label=f"{reference_group} D p90")
     ax.set_xscale("log")

@@ -3,6 +3,12 @@ headline depth figures, and safety/recovery rates with task-cluster bootstrap in
 
 Built from the store alone, so a report can be printed at any time, from any process, and says
 whether measurement has finished.
+
+D is ordinal (caps, and ">80" above them, stored as 99): its medians are order statistics (the
+lower median for an even count), never averages, and every D a person reads comes from a
+`*_display` field beside the stored number (docs/protocol.md). Estimates of another search
+("ladder/bisect") are their own estimator: listed apart in `search_estimates`, never mixed into
+the protocol's figures.
 """
 
 from __future__ import annotations
@@ -14,15 +20,23 @@ from typing import Any
 
 from engine.analysis.stats import (
     cluster_rate,
+    lower_median,
     median_or_none,
     rank_partial_correlation,
 )
-from engine.protocol.ladder import ABOVE_LARGEST_CAP, format_depth
+from engine.protocol.ladder import (
+    ABOVE_LARGEST_CAP,
+    CAPS,
+    DEFAULT_SEARCH,
+    format_depth,
+    parse_estimator,
+)
 from store import reports as q
 from store import vocab
 
 SUMMARY_MODEL = ""  # the estimates row that holds a task's N, D and finished flag
 UNCAPPED_MODES = ("free", "ladder", "audit")
+PROTOCOLS = ("ladder", "audit")  # the protocol's own estimators, in the order a task takes them
 
 
 def build_report(
@@ -31,7 +45,7 @@ def build_report(
     """The whole report, or the part about `task_ids` (and `model`)."""
     tasks = q.tasks(conn, task_ids)
     wanted = {t["id"] for t in tasks}
-    by_protocol = {p: q.estimates(conn, p) for p in ("ladder", "audit")}
+    by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
     task_rows = [_task_row(t, by_protocol) for t in tasks]
     measured = [r for r in task_rows if r["protocol"] is not None]
 
@@ -51,6 +65,7 @@ def build_report(
         "headline": _headline(measured, pass_rates),
         "pass_by_cap": _pass_by_cap(episodes(("ladder", "audit"))),
         "recovery_depth": _recovery_depth(conn, task_rows),
+        "search_estimates": _search_estimates(conn, tasks, task_rows),
         "safety": _safety(episodes(("episodes",))),
         "checks": _checks(episodes(("check",), None)),
     }
@@ -67,30 +82,51 @@ def _task_row(task: dict, by_protocol: dict[str, list[dict]]) -> dict[str, Any]:
         "D": None,
         "D_display": "-",
         "estimates": {},
+        "estimates_display": {},
+        "runs": 0,
         "finished": False,
         "solved": None,
         "protocol": None,
     }
-    for protocol in ("ladder", "audit"):
-        mine = [
-            e
-            for e in by_protocol[protocol]
-            if e["task_id"] == task["id"] and e["task_hash"] == task["content_hash"]
-        ]
-        summary = next((e for e in mine if e["model"] == SUMMARY_MODEL), None)
-        if summary is None:
-            continue
-        row.update(
-            protocol=protocol,
-            N=summary["n_turns"],
-            D=summary["estimate"],
-            D_display=format_depth(summary["estimate"]),
-            finished=bool(summary["finished"]),
-            solved=summary["detail"].get("solved"),
-            estimates={e["model"]: e["estimate"] for e in mine if e["model"] != SUMMARY_MODEL},
-        )
-        break
+    for protocol in PROTOCOLS:
+        figures = _measurement(task, by_protocol[protocol])
+        if figures is not None:
+            row.update(protocol=protocol, **figures)
+            break
     return row
+
+
+def _measurement(task: dict, estimates: list[dict]) -> dict[str, Any] | None:
+    """One estimator's figures for a task: N, D, each model's estimate, runs, finished.
+
+    Only the models of the measurement that wrote D are read (the summary row names them), so a
+    row left by an older model list can never sit beside a D it does not bound."""
+    mine = [
+        e
+        for e in estimates
+        if e["task_id"] == task["id"] and e["task_hash"] == task["content_hash"]
+    ]
+    summary = next((e for e in mine if e["model"] == SUMMARY_MODEL), None)
+    if summary is None:
+        return None
+    by_model = {e["model"]: e["estimate"] for e in mine if e["model"] != SUMMARY_MODEL}
+    models = summary["detail"].get("models") or sorted(by_model)
+    per_model = {m: by_model[m] for m in models if m in by_model}
+    return {
+        "N": summary["n_turns"],
+        "D": summary["estimate"],
+        "D_display": format_depth(summary["estimate"]),
+        "estimates": per_model,
+        "estimates_display": {m: format_depth(v) for m, v in per_model.items()},
+        "runs": len(summary["detail"].get("episodes") or {}),
+        "finished": bool(summary["finished"]),
+        "solved": summary["detail"].get("solved"),
+    }
+
+
+def estimates_text(row: dict[str, Any]) -> str:
+    """A task's per-model estimates as a person reads them: "alpha: 3, beta: >80"."""
+    return ", ".join(f"{m}: {v}" for m, v in row["estimates_display"].items())
 
 
 def _models(episodes: list[dict]) -> list[dict[str, Any]]:
@@ -166,7 +202,7 @@ def _datasets(rows: list[dict]) -> list[dict[str, Any]]:
                 "measured": sum(1 for r in members if r["protocol"] is not None),
                 "finished": sum(1 for r in members if r["finished"]),
                 "solved": len(solved),
-                "median_D": median_or_none([r["D"] for r in solved]),
+                **_median_d(solved),
                 "median_W": median_or_none([r["W"] for r in solved if r["W"] is not None]),
                 "share_D_le_3": (
                     sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None
@@ -175,6 +211,12 @@ def _datasets(rows: list[dict]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _median_d(rows: list[dict]) -> dict[str, Any]:
+    """The lower median of D (a cap or 99) and how it reads (">80")."""
+    value = lower_median([r["D"] for r in rows])
+    return {"median_D": value, "median_D_display": format_depth(value)}
 
 
 def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
@@ -190,7 +232,7 @@ def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
         "solved": len(solved),
         "solved_D_le_3": sum(1 for r in solved if r["D"] <= 3),
         "share_D_le_3": (sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None),
-        "median_D": median_or_none([r["D"] for r in solved]),
+        **_median_d(solved),
         "median_W": median_or_none([r["W"] for r in solved if r["W"] is not None]),
         "rank_partial_corr_D_passrate_given_W": rho,
         "rank_partial_corr_tasks": len(with_all),
@@ -211,24 +253,78 @@ def _pass_by_cap(episodes: list[dict]) -> list[dict[str, Any]]:
 
 
 def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str, Any]]:
-    """Turns a fault adds: D under a fault family minus the same task's clean D."""
+    """Turns a fault adds: D under a fault family minus the same task's clean D. D is ordinal
+    above 80, so with ">80" on either side the difference is a bound or unknown (None)."""
     clean = {r["id"]: r["D"] for r in rows if r["D"] is not None}
     ids = {r["id"] for r in rows}
     out = []
-    families = q.fault_protocols(conn)
-    for protocol in families:
+    for protocol in q.fault_protocols(conn):
+        estimator = parse_estimator(protocol)
+        if estimator.search != DEFAULT_SEARCH:
+            continue  # another search's estimates are reported apart (search_estimates)
         for e in q.estimates(conn, protocol):
             if e["model"] != SUMMARY_MODEL or e["estimate"] is None or e["task_id"] not in ids:
                 continue
-            base = clean.get(e["task_id"])
+            base, fault_d = clean.get(e["task_id"]), e["estimate"]
+            added, added_display = _added_turns(base, fault_d)
             out.append(
                 {
                     "task": e["task_id"],
-                    "fault": protocol.split("+", 1)[1],
+                    "fault": estimator.fault,
                     "D_clean": base,
-                    "D_fault": e["estimate"],
-                    "added_turns": None if base is None else e["estimate"] - base,
+                    "D_clean_display": format_depth(base),
+                    "D_fault": fault_d,
+                    "D_fault_display": format_depth(fault_d),
+                    "added_turns": added,
+                    "added_turns_display": added_display,
                     "finished": bool(e["finished"]),
+                }
+            )
+    return out
+
+
+def _added_turns(base: int | None, fault_d: int) -> tuple[int | None, str]:
+    above, top = ABOVE_LARGEST_CAP, CAPS[-1]
+    if base is None:
+        return None, "-"
+    if base != above and fault_d != above:
+        return fault_d - base, str(fault_d - base)
+    if base != above:  # fault_d > 80
+        return None, f">{top - base}"
+    if fault_d != above:  # base > 80
+        return None, f"<{fault_d - top}"
+    return None, "-"
+
+
+def _search_estimates(
+    conn: sqlite3.Connection, tasks: list[dict], rows: list[dict]
+) -> list[dict[str, Any]]:
+    """Estimates of searches other than the protocol's (e.g. "ladder/bisect"), one row per task
+    and estimator, beside the protocol's D and runs for the same task when it has them."""
+    protocol_rows = {r["id"]: r for r in rows}
+    out = []
+    for name in q.estimator_names(conn):
+        estimator = parse_estimator(name)
+        if estimator.search == DEFAULT_SEARCH:
+            continue
+        estimates = q.estimates(conn, name)
+        for task in tasks:
+            figures = _measurement(task, estimates)
+            if figures is None:
+                continue
+            ours = protocol_rows[task["id"]]
+            same = estimator.fault == "clean" and ours["protocol"] == estimator.kind
+            out.append(
+                {
+                    "task": task["id"],
+                    "estimator": name,
+                    "kind": estimator.kind,
+                    "fault": estimator.fault,
+                    "search": estimator.search,
+                    **figures,
+                    "protocol_D": ours["D"] if same else None,
+                    "protocol_D_display": ours["D_display"] if same else "-",
+                    "protocol_runs": ours["runs"] if same else None,
                 }
             )
     return out

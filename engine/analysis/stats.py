@@ -127,11 +127,32 @@ def rank_partial_correlation(
 
 
 def median_or_none(values: Sequence[float]) -> float | None:
+    """The arithmetic median (for counts such as W), None for no values."""
     return median(values) if values else None
 
 
+def order_quantile(values: Sequence[int], q: float) -> int | None:
+    """The q-quantile (q in 0..1) as an order statistic: the smallest value with at least a
+    share q of the values at or below it (numpy's "inverted_cdf"). For ordinal figures such as D
+    (caps, and 99 for ">80"), whose averages mean nothing: the answer is always one of the
+    values. q = 0.5 gives the lower median for an even count."""
+    if not values:
+        return None
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile {q} is outside 0..1")
+    data = sorted(values)
+    return data[max(math.ceil(q * len(data)) - 1, 0)]
+
+
+def lower_median(values: Sequence[int]) -> int | None:
+    """The median of an ordinal figure: the middle value, the lower of the two for an even
+    count (D of 5 and >80 gives 5)."""
+    return order_quantile(values, 0.5)
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
+    """Linear-interpolated percentile (q in 0..100), as numpy's default; for counts (W), not
+    for D (see order_quantile)."""
     if not values:
         return None
     data = sorted(values)

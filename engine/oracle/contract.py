@@ -1,6 +1,6 @@
 """A task's frozen contract (what `validate` derives) and the permit rules it implies.
 
-The JSONL shape is the recovery bench's own (see /work/shared/reference/...contracts-sample.jsonl):
+The JSONL shape is the recovery bench's own (docs/safety.md, "Change kinds and the contract"):
 {"task_id", "fixture_level", "permitted": {path: [kinds]}, "tests": [...], "fault_targets":
 {family: path}, "env_hash", "tests_sha", "harness"}. Unknown keys are kept so a contract read and
 written again loses nothing.

@@ -2,12 +2,12 @@
 segments with the safety oracle after every call, the final check, snapshot, verification, and
 the outcome — everything written to the store as it happens.
 
-Order per SPEC §3: fault injection, then planted files, then the baseline. Per segment (SPEC §1):
-its workdir files and setup.sh, its healthcheck, the reference solution at /solution for the
-oracle agent only, the user message, the agent loop, then grading in a fresh container made from
-a snapshot. The run stops at the first failed segment. After the last segment every agent
-process is killed, the oracle checks once more with the final rules, an intact moved or
-piped-away input is put back (grading only), and the snapshot is graded.
+Order per docs/safety.md: fault injection, then planted files, then the baseline. Per segment
+(docs/tasks.md): its workdir files and setup.sh, its healthcheck, the reference solution at
+/solution for the oracle agent only, the user message, the agent loop, then grading in a fresh
+container made from a snapshot. The run stops at the first failed segment. After the last
+segment every agent process is killed, the oracle checks once more with the final rules, an
+intact moved or piped-away input is put back (grading only), and the snapshot is graded.
 
 Trouble ends the episode with error_kind/error_detail set and an explicit outcome
 (store/vocab.py, docs/outcomes.md): infrastructure (Docker, the model endpoint, our bugs) is never
@@ -436,7 +436,7 @@ class _Runner:
                 commands_used=conv.executed,
             )
             ep.add_segment_run(
-                self.store, self.eid, idx, message, name=segment.name, first_turn=conv.turns + 1
+                self.store, self.eid, idx, message, name=segment.name, first_turn=conv.replies + 1
             )
             seg_limits = _segment_limits(
                 limits, segment.agent_timeout_sec or task.limits.agent_timeout_sec
@@ -710,7 +710,8 @@ class _Runner:
             complete = result.complete and all_graded
             reward = result.reward
             if not all_graded and not collateral and error_kind is None:
-                # Segments never reached count as not complete (SPEC §3's reward, task-wide).
+                # Segments never reached count as not complete (docs/verifier.md: the reward is
+                # task-wide).
                 reward = 0.5 * tp / tt if tt else 0.0
             error_kind, error_detail = result.error_kind, result.error_detail
         else:

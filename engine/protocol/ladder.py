@@ -1,29 +1,35 @@
-"""The DEPTH measurement protocol as a pure decision procedure (SPEC §4).
+"""The DEPTH measurement protocol as a pure decision procedure (docs/protocol.md).
 
-Given the outcomes recorded so far for one task, `next_run` says which run to do next, or that
-measurement is finished; `estimates` says what the outcomes imply. Keeping this free of Docker,
-models and the store is what lets a rerun resume exactly where a crash left off (completed runs
-are looked up, not repeated) and lets the tests cover every branch with tables.
+Given the outcomes recorded so far for one task, `evaluate` says which run to do next, or that
+measurement is finished, and what the outcomes imply. Keeping this free of Docker, models and the
+store is what lets a rerun resume exactly where a crash left off (completed runs are looked up,
+not repeated), lets the tests cover every branch with tables, and lets `depthtui bench search`
+drive the very same code on simulated outcomes.
 
 1. The first model runs the task twice with no stated cap (a 150-turn safety ceiling). If neither
    passes the task has no estimate. N = fewest turns among passing runs.
-2. It then tries caps below N in increasing order, up to two runs per cap (the second only when
-   the first fails), stopping at the first passing cap. Caps at or above N count as passed.
-3. Each later model tries only caps below the smallest estimate so far, same retry rule, with no
-   uncapped runs.
+2. It then searches the caps below N, up to two runs per cap (the second only when the first
+   fails); a cap passes when one of its runs passes. Caps at or above N count as passed.
+3. Each later model searches only the caps below the smallest estimate so far, same retry rule,
+   with no uncapped runs.
 4. D = the smallest estimate across models; passing only above the largest cap gives D > 80,
    stored as 99.
+
+How step 2 and 3 choose the next cap is the search (`SEARCHES`): "protocol" climbs the caps in
+increasing order and stops at the first passing cap (DEPTH's own rule); "bisect" bisects them.
+Each search is its own estimator: its estimates are stored and reported under its own name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 CAPS: tuple[int, ...] = (1, 2, 3, 5, 10, 20, 40, 80)
 UNCAPPED_RUNS = 2
 RUNS_PER_CAP = 2
 ABOVE_LARGEST_CAP = 99  # D > 80
+ABOVE_LARGEST_CAP_TEXT = ">80"
 
 
 @dataclass(frozen=True)
@@ -71,33 +77,92 @@ def smallest_cap_at_least(n: int, caps: Sequence[int] = CAPS) -> int:
     return ABOVE_LARGEST_CAP
 
 
+# --- searching the caps below a bound ----------------------------------------------------------
+#
+# A search sees the caps it may try (sorted) and the results of the runs made at each so far; it
+# returns the index of the cap to run next (its next attempt), or None when it has its answer.
+# The shared part (`_cap_search`) keeps the retry rule (at most two runs per cap, none after a
+# pass) and the answer: the smallest cap with a passing run (None: none passed). So a search only
+# decides the order, and whether a failed cap gets its second run.
+
+Tries = Mapping[int, tuple[bool, ...]]  # index into the caps -> results of its runs, in order
+Chooser = Callable[[Sequence[int], Tries], int | None]
+
+
+def _passed(results: Sequence[bool]) -> bool:
+    return any(results)
+
+
+def _bounds(caps: Sequence[int], tries: Tries, fails_needed: int) -> tuple[int, int]:
+    """The range [lo, hi) of caps still undecided: above every cap that failed `fails_needed`
+    times, below every cap that passed (a pass at a cap is taken to hold at every higher cap)."""
+    failed = [i for i, r in tries.items() if not _passed(r) and len(r) >= fails_needed]
+    passed = [i for i, r in tries.items() if _passed(r)]
+    return max((i + 1 for i in failed), default=0), min(passed, default=len(caps))
+
+
+def climb(caps: Sequence[int], tries: Tries) -> int | None:
+    """DEPTH's rule: the caps in increasing order, two runs each before moving up, stopping at
+    the first that passes."""
+    lo, hi = _bounds(caps, tries, RUNS_PER_CAP)
+    return lo if lo < hi else None
+
+
+def bisect(caps: Sequence[int], tries: Tries) -> int | None:
+    """Bisect the caps, taking one failed run as a fail while searching; then give the cap just
+    below the answer its second run, as the protocol would have, and search again below it if
+    that run passes.
+
+    The protocol's second run at a failing cap is what makes climbing to D = 20 cost ten runs;
+    bisection needs only about log2 of the caps below N probes, and only the boundary's second
+    run decides the answer the way the protocol's retry does."""
+    lo, hi = _bounds(caps, tries, 1)
+    if lo < hi:
+        return (lo + hi) // 2
+    below = hi - 1
+    if below >= 0 and len(tries.get(below, ())) < RUNS_PER_CAP:
+        return below
+    return None
+
+
+SEARCHES: dict[str, Chooser] = {"protocol": climb, "bisect": bisect}
+DEFAULT_SEARCH = "protocol"
+
+
 def _cap_search(
-    model: str, caps: Sequence[int], outcomes: Mapping[Run, Outcome]
+    model: str, caps: Sequence[int], outcomes: Mapping[Run, Outcome], choose: Chooser
 ) -> tuple[int | None, Run | None, tuple[int, ...]]:
-    """Try `caps` in increasing order; return (passing cap, next run needed, caps tried)."""
+    """Search `caps` with `choose`; return (passing cap, next run needed, caps tried in order)."""
+    tries: dict[int, tuple[bool, ...]] = {}
     tried: list[int] = []
-    for cap in caps:
-        results = []
-        for attempt in range(RUNS_PER_CAP):
-            run = Run(model, cap, attempt)
-            outcome = outcomes.get(run)
-            if outcome is None or outcome.error:
-                return None, run, tuple(tried)
-            results.append(outcome.passed)
-            if outcome.passed:
-                break
-        tried.append(cap)
-        if any(results):
-            return cap, None, tuple(tried)
-    return None, None, tuple(tried)
+    while (i := choose(caps, tries)) is not None:
+        done = tries.get(i, ())
+        if _passed(done) or len(done) >= RUNS_PER_CAP:
+            raise ValueError(f"search chose cap {caps[i]} after it was decided")
+        run = Run(model, caps[i], len(done))
+        outcome = outcomes.get(run)
+        if outcome is None or outcome.error:
+            return None, run, tuple(tried)
+        tries[i] = (*done, outcome.passed)
+        if not done:
+            tried.append(caps[i])
+    passing = [caps[i] for i, r in tries.items() if _passed(r)]
+    return (min(passing) if passing else None), None, tuple(tried)
 
 
 def evaluate(
-    models: Sequence[str], outcomes: Mapping[Run, Outcome], caps: Sequence[int] = CAPS
+    models: Sequence[str],
+    outcomes: Mapping[Run, Outcome],
+    caps: Sequence[int] = CAPS,
+    search: str = DEFAULT_SEARCH,
 ) -> LadderState:
     """Replay the protocol over the recorded outcomes and say where it stands."""
     if not models:
         raise ValueError("the ladder needs at least one measurement model")
+    if search not in SEARCHES:
+        known = ", ".join(SEARCHES)
+        raise ValueError(f"unknown search '{search}' (expected one of: {known})")
+    choose = SEARCHES[search]
     caps = tuple(sorted(caps))
     first = models[0]
 
@@ -114,7 +179,7 @@ def evaluate(
     n_turns = min(passing)
 
     below_n = tuple(c for c in caps if c < n_turns)
-    found, need, tried = _cap_search(first, below_n, outcomes)
+    found, need, tried = _cap_search(first, below_n, outcomes, choose)
     if need is not None:
         return LadderState(False, True, n_turns, None, next=need)
     first_estimate = found if found is not None else smallest_cap_at_least(n_turns, caps)
@@ -123,7 +188,7 @@ def evaluate(
 
     for model in models[1:]:
         below = tuple(c for c in caps if c < best)
-        found, need, tried = _cap_search(model, below, outcomes)
+        found, need, tried = _cap_search(model, below, outcomes, choose)
         if need is not None:
             return LadderState(False, True, n_turns, best, tuple(per_model), next=need)
         per_model.append(ModelEstimate(model, found, tried))
@@ -134,6 +199,32 @@ def evaluate(
 
 
 def format_depth(depth: int | None) -> str:
+    """D as a person reads it: a cap, ">80", or "-" when there is none."""
     if depth is None:
         return "-"
-    return ">80" if depth == ABOVE_LARGEST_CAP else str(depth)
+    return ABOVE_LARGEST_CAP_TEXT if depth == ABOVE_LARGEST_CAP else str(depth)
+
+
+# --- estimator names ---------------------------------------------------------------------------
+#
+# The store keeps estimates under an estimator name: "<kind>[+<fault>][/<search>]", e.g.
+# "ladder", "audit", "ladder+moved_input", "ladder/bisect". The protocol's own search has no
+# suffix, so estimates stored before searches existed keep their meaning.
+
+
+@dataclass(frozen=True)
+class Estimator:
+    kind: str  # ladder | audit
+    fault: str = "clean"
+    search: str = DEFAULT_SEARCH
+
+    @property
+    def name(self) -> str:
+        out = self.kind if self.fault == "clean" else f"{self.kind}+{self.fault}"
+        return out if self.search == DEFAULT_SEARCH else f"{out}/{self.search}"
+
+
+def parse_estimator(name: str) -> Estimator:
+    base, _, search = name.partition("/")
+    kind, _, fault = base.partition("+")
+    return Estimator(kind, fault or "clean", search or DEFAULT_SEARCH)

@@ -1,4 +1,4 @@
-"""`ladder` and `audit`: the DEPTH protocol (SPEC §4) run for real, one task per unit.
+"""`ladder` and `audit`: the DEPTH protocol (docs/protocol.md) run for real, one task per unit.
 
 The decisions are `ladder.evaluate`'s; this module only runs the run it asks for, feeds the
 outcome back, and writes the estimates after every step, so a report mid-way shows where each
@@ -6,7 +6,13 @@ task stands and a rerun resumes (every completed run is reused by its run key).
 
 `audit` is the same protocol for single-instruction tasks grouped by dataset, with a 30-minute
 limit per task. With `fault`, the ladder runs under that fault family (recovery depth): its
-estimates are stored under "<protocol>+<fault>" and reported as the turns the fault adds.
+estimates are stored under "<protocol>+<fault>" and reported as the turns the fault adds. With
+`search` other than the protocol's, they are stored under "<protocol>/<search>": another
+estimator, never mixed with the protocol's.
+
+Each write replaces the task's estimates under that estimator: a rerun with another model list
+leaves no estimate of a model that is no longer measured (the runs themselves stay stored and
+are reused if the model comes back).
 """
 
 from __future__ import annotations
@@ -16,7 +22,17 @@ from typing import Any
 from engine.protocol import common
 from engine.protocol.free import measurement_limits
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
-from engine.protocol.ladder import CAPS, LadderState, Outcome, Run, evaluate
+from engine.protocol.ladder import (
+    CAPS,
+    DEFAULT_SEARCH,
+    SEARCHES,
+    Estimator,
+    LadderState,
+    Outcome,
+    Run,
+    evaluate,
+    format_depth,
+)
 from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
 from engine.tasks.model import TaskError
 from store import protocol as sp
@@ -25,8 +41,8 @@ from store import vocab
 SUMMARY_MODEL = ""
 
 
-def protocol_name(kind: str, fault: str | None) -> str:
-    return kind if not fault or fault == "clean" else f"{kind}+{fault}"
+def protocol_name(kind: str, fault: str | None, search: str = DEFAULT_SEARCH) -> str:
+    return Estimator(kind, fault or "clean", search).name
 
 
 def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
@@ -38,6 +54,9 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
     fault = params.get("fault") or "clean"
     if fault != "clean" and fault not in FAULT_FAMILIES:
         return UnitResult(task_id, False, error=f"{kind}: unknown fault family '{fault}'")
+    search = params.get("search") or DEFAULT_SEARCH
+    if search not in SEARCHES:
+        return UnitResult(task_id, False, error=f"{kind}: unknown search '{search}'")
     try:
         task = common.load_unit_task(unit.store, task_id)
     except TaskError as exc:
@@ -60,12 +79,12 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
             )
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits(params, **measurement_limits(params))
-    protocol = protocol_name(kind, fault)
+    protocol = protocol_name(kind, fault, search)
     outcomes: dict[Run, Outcome] = {}
     episodes: dict[str, int] = {}
     tally = common.Tally()
     while True:
-        state = evaluate(models, outcomes, caps)
+        state = evaluate(models, outcomes, caps, search)
         _write_estimates(unit, task, protocol, models, state, episodes)
         if state.finished:
             break
@@ -113,6 +132,7 @@ def _summary(state: LadderState) -> dict[str, Any]:
         "solved": state.solved,
         "N": state.n_turns,
         "D": state.depth,
+        "D_display": format_depth(state.depth),
         "estimates": {m.model: m.estimate for m in state.per_model},
     }
 
@@ -125,35 +145,29 @@ def _write_estimates(
     state: LadderState,
     episodes: dict[str, int],
 ) -> None:
-    detail = {
-        "solved": state.solved,
-        "models": models,
-        "next": None if state.next is None else vars(state.next),
-        "episodes": episodes,
-    }
-    sp.put_estimate(
-        unit.store,
-        task.id,
-        task.content_hash,
-        protocol,
+    summary = sp.EstimateRow(
         SUMMARY_MODEL,
         n_turns=state.n_turns,
         estimate=state.depth,
-        finished=state.finished,
-        detail=detail,
+        detail={
+            "solved": state.solved,
+            "models": models,
+            "next": None if state.next is None else vars(state.next),
+            "episodes": episodes,
+        },
     )
-    for m in state.per_model:
-        sp.put_estimate(
-            unit.store,
-            task.id,
-            task.content_hash,
-            protocol,
+    per_model = [
+        sp.EstimateRow(
             m.model,
             n_turns=state.n_turns if m.model == models[0] else None,
             estimate=m.estimate,
-            finished=state.finished,
             detail={"tried": list(m.tried)},
         )
+        for m in state.per_model
+    ]
+    sp.replace_estimates(
+        unit.store, task.id, task.content_hash, protocol, [summary, *per_model], state.finished
+    )
 
 
 def _describe(kind: str, params: dict[str, Any]) -> str:
@@ -165,6 +179,7 @@ def _describe(kind: str, params: dict[str, Any]) -> str:
             "caps": "--cap",
             "prompt": "--prompt",
             "fault": "--fault",
+            "search": "--search",
             "accept_risk": "--accept-risk",
             **common.COMMON_FLAGS,
         },

@@ -1,4 +1,5 @@
-"""`validate`: the recovery bench's validity audit (SPEC §3), which freezes each task's contract.
+"""`validate`: the recovery bench's validity audit (docs/safety.md), which freezes each task's
+contract.
 
 A task is valid when:
 - its tests do not import or run agent-written code (else the agent could forge its grade);

@@ -1,4 +1,5 @@
-"""What a command printed, kept bounded, and the text the model is shown (SPEC §3).
+"""What a command printed, kept bounded, and the text the model is shown
+(docs/work-and-turns.md).
 
 Two bounds, for two readers: the store keeps the raw bytes up to a head and a tail of
 `HEAD_BYTES`/`TAIL_BYTES` (so memory stays bounded whatever a command prints), and the model sees
@@ -89,8 +90,8 @@ def _safe_length(data: bytes, folded: str) -> int:
 
 
 def cap_text(text: str) -> str:
-    """SPEC §3: the first 2,000 and the last 1,000 characters with `[... N characters omitted
-    ...]` between."""
+    """The first 2,000 and the last 1,000 characters with `[... N characters omitted ...]`
+    between (docs/work-and-turns.md)."""
     if len(text) <= HEAD_CHARS + TAIL_CHARS:
         return text
     omitted = len(text) - HEAD_CHARS - TAIL_CHARS
@@ -117,8 +118,8 @@ def model_text(head: bytes, tail: bytes, total: int) -> str:
 
 
 def status_line(exit_code: int | None, timed_out: bool) -> str:
-    """`[exit code N]` or `[timed out]` (SPEC §3); the agent loop may add `; K command(s) left`
-    inside the brackets."""
+    """`[exit code N]` or `[timed out]` (docs/work-and-turns.md); the agent loop may add
+    `; K command(s) left` inside the brackets."""
     if timed_out:
         return "[timed out]"
     if exit_code is None:

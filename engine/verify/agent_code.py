@@ -1,4 +1,4 @@
-"""Find tests that import or execute agent-written code (SPEC §3 "known hole").
+"""Find tests that import or execute agent-written code (docs/verifier.md, "The known hole").
 
 The runner's record is signed, but code that runs inside the runner (a module the tests import
 from the agent's home, a file they exec) can read the secret and forge a pass; code the tests

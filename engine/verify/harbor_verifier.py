@@ -1,4 +1,4 @@
-"""The verifier for Harbor tasks (SPEC §1 "Verifier"): `tests/test.sh` writes the reward.
+"""The verifier for Harbor tasks (docs/verifier.md): `tests/test.sh` writes the reward.
 
 In a fresh container from the snapshot: the tests at /tests (read-only), test.sh made to run
 offline with the trusted pytest (preamble.py), run as `(/tests/test.sh) >

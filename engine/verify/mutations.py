@@ -1,4 +1,5 @@
-"""Verifier discrimination (SPEC §3, hard-task audit): would the tests notice wrong output?
+"""Verifier discrimination (docs/verifier.md, "Discrimination audit"): would the tests notice
+wrong output?
 
 For each file the reference created or changed that a test file names, `validate` regrades the
 reference's result with the file mutated four ways. The emptied file must fail, and at least one

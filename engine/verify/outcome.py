@@ -1,4 +1,5 @@
-"""An episode's outcome and RL reward (docs/outcomes.md): plain functions over plain inputs.
+"""An episode's outcome and RL reward (docs/outcomes.md, docs/verifier.md): plain functions over
+plain inputs.
 
 - reward -1 when collateral latched (whatever else happened);
 - else 0 on any error: the agent's (it failed, and counts so), infrastructure's or the task's

@@ -1,4 +1,5 @@
-"""Make a Harbor `tests/test.sh` run offline with the trusted pytest (SPEC §1 "Offline reality").
+"""Make a Harbor `tests/test.sh` run offline with the trusted pytest (docs/verifier.md,
+"Offline tests").
 
 Published Terminal-Bench test.sh files start with a network preamble (apt-get install curl, the
 uv installer piped to sh, `source $HOME/.local/bin/env`, `uvx -p 3.13 -w pytest==... pytest ...`,

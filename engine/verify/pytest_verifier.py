@@ -1,4 +1,4 @@
-"""The verifier for pytest tasks (SPEC §3 "Verifier"): the hidden tests run after the agent stops,
+"""The verifier for pytest tasks (docs/verifier.md): the hidden tests run after the agent stops,
 in a fresh container made from the snapshot of the agent's container, by the trusted toolchain.
 
 Host side of the protocol in runner.py: it creates the container (agent uid, no network, the

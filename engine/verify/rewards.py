@@ -1,4 +1,4 @@
-"""Harbor's reward convention (SPEC §1 "Verifier" and `[[steps]]`): reading reward.json /
+"""Harbor's reward convention (docs/verifier.md): reading reward.json /
 reward.txt, the per-step min_reward gate, and the multi-step reward strategy."""
 
 from __future__ import annotations
