@@ -40,6 +40,7 @@ PHASES = (
     ("segment_setup", "segment setup"),
     ("agent_harness", "agent calls (harness)"),
     ("oracle", "  of which safety oracle"),
+    ("stop_agent", "stop agent (from the host)"),
     ("final_check", "final check"),
     ("snapshot", "snapshot"),
     ("verify", "verify"),

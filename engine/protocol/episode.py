@@ -45,6 +45,7 @@ from engine.protocol.kinds import ProgressEvent
 from engine.protocol.spec import EpisodeSpec
 from engine.sandbox.base import CallResult, SandboxError
 from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.freezer import FreezeError
 from engine.sandbox.images import build_image
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
@@ -597,20 +598,24 @@ class _Runner:
 
     def _frozen(self) -> Any:
         """The container frozen (when this host can freeze and read it) while the harness takes
-        its last look and the snapshot: defence in depth after the kill."""
+        its last look and the snapshot: defence in depth after the kill, so best effort (a
+        container the kernel would not freeze has no process of the agent left anyway)."""
         sandbox = self.sandbox
         if not sandbox.host_kill:
             return contextlib.nullcontext()
-        return sandbox.freezer.held()
+        return sandbox.freezer.held(best_effort=True)
 
     def _seal(self, last: bool, after_agent: AfterAgent | None) -> str | Grade:
-        """The end of a graded segment: the agent stopped from the host, the validity audit's
-        probe (last segment), then, frozen: the final check (last segment), the limits, the
-        snapshot. The snapshot's image id, or the agent's failure when its container is over
-        its storage or object limit (never committed: docs/sandbox.md)."""
-        self._stop_agent()
-        if last and after_agent is not None:
-            after_agent(self.sandbox, self.oracle, self.state)
+        """The end of a graded segment. After the last one: the agent stopped from the host and
+        the validity audit's probe, then, frozen: the final check. After any segment, frozen:
+        the limits and the snapshot (an earlier segment's processes live on into the next, a
+        server it started say, but nothing they do after the freeze reaches its grade). The
+        snapshot's image id, or the agent's failure when its container is over its storage or
+        object limit (never committed: docs/sandbox.md)."""
+        if last:
+            self._stop_agent()
+            if after_agent is not None:
+                after_agent(self.sandbox, self.oracle, self.state)
         with self._frozen():
             if last:
                 self._final_check()
@@ -643,7 +648,8 @@ class _Runner:
                 )
             finally:
                 if thawed:
-                    self.sandbox.freeze()
+                    with contextlib.suppress(FreezeError):
+                        self.sandbox.freeze()
             ep.set_fault_record(
                 self.store,
                 self.eid,

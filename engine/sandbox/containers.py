@@ -616,7 +616,7 @@ def _prepare(sandbox: DockerSandbox) -> None:
     )
     shell = sandbox.shell
     shell.start()
-    sandbox.host_kill = freezer.host_kill_possible(sandbox.container_id)
+    sandbox.host_kill, sandbox.freezer.listed = freezer.host_view(sandbox.api, sandbox.container_id)
     if sandbox.host_kill:
         shell.host_kill = sandbox._kill_command_from_host
     shell.disk_watch = sandbox.disk_watch = watch_for(

@@ -32,6 +32,12 @@ from engine.sandbox.dockerapi import engine_is_local
 # How long killed processes may take to be gone after the thaw (they die in the kernel at once;
 # this bounds a process stuck in uninterruptible I/O).
 GONE_WAIT_S = 2.0
+FREEZE_TRIES = 6
+UNFROZEN_ROUNDS = 50
+
+
+class FreezeError(SandboxError):
+    """The container would not freeze (the kernel gave up while its processes were busy)."""
 
 
 @dataclass(frozen=True)
@@ -45,14 +51,46 @@ class HostProc:
     start_tick: int  # clock ticks after boot
 
 
-def container_procs(container_id: str) -> list[HostProc]:
-    """Every process of the container as this host's /proc shows it (zombies included)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+def procs_file(container_id: str, init_pid: int) -> Path | None:
+    """The container's `cgroup.procs` (cgroup v1's pids hierarchy, or v2's unified one), found
+    from its init process; None when this host's /sys/fs/cgroup does not show it."""
+    try:
+        lines = Path(f"/proc/{init_pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if container_id not in path:
+            continue
+        if controllers == "pids":
+            candidate = Path("/sys/fs/cgroup/pids") / path.lstrip("/") / "cgroup.procs"
+        elif controllers == "":
+            candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.procs"
+        else:
             continue
         try:
-            if container_id not in (proc / "cgroup").read_text():
+            if str(init_pid) in candidate.read_text().split():
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+def container_procs(container_id: str, listed: Path | None = None) -> list[HostProc]:
+    """Every process of the container as this host's /proc shows it (zombies included): those
+    its `cgroup.procs` (`listed`) names, else every process whose cgroup names the container."""
+    if listed is not None:
+        try:
+            pids = listed.read_text().split()
+        except OSError:
+            pids = []
+        candidates = [Path("/proc") / pid for pid in pids]
+    else:
+        candidates = [p for p in Path("/proc").iterdir() if p.name.isdigit()]
+    found = []
+    for proc in candidates:
+        try:
+            if listed is None and container_id not in (proc / "cgroup").read_text():
                 continue
             status = dict(
                 line.split(":", 1)
@@ -81,20 +119,31 @@ def container_procs(container_id: str) -> list[HostProc]:
     return found
 
 
-def host_kill_possible(container_id: str) -> bool:
-    """True when this process can see and signal the container's processes."""
+def host_view(api: docker.APIClient, container_id: str) -> tuple[bool, Path | None]:
+    """Whether this process can see and signal the container's processes (a local engine, as
+    root), and the container's cgroup.procs when it can be read (else /proc is scanned)."""
     if not engine_is_local() or os.geteuid() != 0:
-        return False
-    return any(p.pid == 1 for p in container_procs(container_id))
+        return False, None
+    try:
+        init_pid = int(api.inspect_container(container_id)["State"]["Pid"])
+    except (docker.errors.APIError, KeyError, TypeError, ValueError):
+        return False, None
+    listed = procs_file(container_id, init_pid) if init_pid > 0 else None
+    if listed is not None:
+        return True, listed
+    return any(p.pid == 1 for p in container_procs(container_id)), None
 
 
 class Freezer:
     """Freezes and thaws one container; nested freezes count, so the disk watch's thread and the
     episode's end can both hold it frozen and the last thaw lets it run."""
 
-    def __init__(self, api: docker.APIClient, container_id: str) -> None:
+    def __init__(
+        self, api: docker.APIClient, container_id: str, listed: Path | None = None
+    ) -> None:
         self.api = api
         self.id = container_id
+        self.listed = listed  # the container's cgroup.procs, when known (faster than /proc)
         self._lock = threading.RLock()
         self._depth = 0
 
@@ -103,14 +152,24 @@ class Freezer:
         return self._depth > 0
 
     def freeze(self) -> None:
+        """Freeze the container (again: nested). The kernel can fail to freeze a busy cgroup in
+        the time runc gives it ("unable to freeze"), so a few tries; FreezeError after them."""
         with self._lock:
             if self._depth == 0:
-                try:
-                    self.api.pause(self.id)
-                except docker.errors.APIError as exc:
-                    if "already paused" not in str(exc):
-                        why = f"cannot freeze {self.id[:12]}: {exc}"
-                        raise SandboxError("container", why) from None
+                for attempt in range(FREEZE_TRIES):
+                    try:
+                        self.api.pause(self.id)
+                        break
+                    except docker.errors.NotFound:
+                        raise SandboxError("container", f"{self.id[:12]} is gone") from None
+                    except docker.errors.APIError as exc:
+                        if "already paused" in str(exc):
+                            break
+                        if attempt == FREEZE_TRIES - 1:
+                            raise FreezeError(
+                                "container", f"cannot freeze {self.id[:12]}: {exc}"
+                            ) from None
+                        time.sleep(0.05 * 2**attempt)
             self._depth += 1
 
     def thaw(self) -> None:
@@ -136,34 +195,52 @@ class Freezer:
                 self.thaw()
 
     @contextmanager
-    def held(self) -> Iterator[None]:
-        self.freeze()
+    def held(self, best_effort: bool = False) -> Iterator[bool]:
+        """Frozen for the block; with `best_effort`, a container that would not freeze runs on
+        (the block is told False) instead of raising."""
         try:
-            yield
+            self.freeze()
+        except FreezeError:
+            if not best_effort:
+                raise
+            yield False
+            return
+        try:
+            yield True
         finally:
             self.thaw()
 
     def kill(self, select: Callable[[list[HostProc]], list[HostProc]]) -> list[HostProc]:
         """Freeze, SIGKILL what `select` picks from the container's processes, thaw, and wait
         until they are gone. One round is complete: a frozen cgroup cannot fork, and a child
-        forked as the freeze began is frozen (and listed) with its parent. What was killed."""
+        forked as the freeze began is frozen (and listed) with its parent. When the container
+        will not freeze, rounds of list and SIGKILL until one finds nothing (a SIGKILL from the
+        host cannot be blocked; only new forks race it, and the pids limit bounds those). What
+        was killed."""
+        killed: list[HostProc] = []
         with self._lock:
-            with self.held():
-                victims = [p for p in select(container_procs(self.id)) if p.state != "Z"]
-                for p in victims:
-                    try:
-                        os.kill(p.host_pid, signal.SIGKILL)
-                    except OSError:
-                        continue
-            if victims and not self.frozen:  # (held frozen by a caller: they land at its thaw)
-                _wait_gone(self.id, {p.host_pid for p in victims})
-        return victims
+            for _ in range(UNFROZEN_ROUNDS):
+                with self.held(best_effort=True) as frozen:
+                    victims = [
+                        p for p in select(container_procs(self.id, self.listed)) if p.state != "Z"
+                    ]
+                    for p in victims:
+                        try:
+                            os.kill(p.host_pid, signal.SIGKILL)
+                        except OSError:
+                            continue
+                killed += victims
+                if frozen or not victims:
+                    break
+            if killed and not self.frozen:  # (held frozen by a caller: they land at its thaw)
+                _wait_gone(self.id, self.listed, {p.host_pid for p in killed})
+        return killed
 
 
-def _wait_gone(container_id: str, host_pids: set[int]) -> None:
+def _wait_gone(container_id: str, listed: Path | None, host_pids: set[int]) -> None:
     deadline = time.monotonic() + GONE_WAIT_S
     while time.monotonic() < deadline:
-        left = [p for p in container_procs(container_id) if p.host_pid in host_pids]
+        left = [p for p in container_procs(container_id, listed) if p.host_pid in host_pids]
         if all(p.state == "Z" for p in left):
             return
         time.sleep(0.01)
