@@ -3,14 +3,15 @@ cluster on this machine (ray.cluster_utils.Cluster: a head without the `docker` 
 the driver connects, and a worker node with it), real Docker sandboxes, real verifiers, a real
 SQLite file, and the scripted model server on loopback. One cluster serves the whole module.
 
-The ladder (demo/error-count, model `alpha` = BatchingPolicy that never batches, caps 2 and 3),
+The ladder (demo/error-count, model `alpha` = BatchingPolicy that never batches, caps 1 and 3),
 by hand under engine/protocol/ladder.py: uncapped runs take look, mkdir, awk, done = 4 turns and
-pass (N = 4); cap 2 fails twice (look, mkdir); cap 3 passes (look, mkdir, awk) -> D = 3.
+pass (N = 4); cap 1 fails twice (the look); cap 3 passes (look, mkdir, awk) -> D = 3.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import threading
 import time
@@ -40,6 +41,7 @@ from tests.conftest import DEMO
 from tests.fixtures_measure import DEPTHTUI, BatchingPolicy, endless, rows, write_models
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytest_plugins = ["tests.fixtures_tui"]
 
 EC = "demo/error-count"
 POLICY = BatchingPolicy(
@@ -58,7 +60,7 @@ POLICY = BatchingPolicy(
 def slow(body: dict[str, Any]) -> ScriptedReply:
     """POLICY with a pause before each reply, so an episode is in flight long enough to watch
     (and to lose a node under)."""
-    return replace(POLICY(body), delay_s=1.0)
+    return replace(POLICY(body), delay_s=0.6)
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +105,13 @@ def _remove_containers(db: Path) -> None:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
 
 
+def _has_turns(db: Path) -> bool:
+    try:
+        return bool(rows(db, "SELECT 1 FROM turns LIMIT 1"))
+    except sqlite3.OperationalError:  # not created yet, or its tables not yet
+        return False
+
+
 def _runs(db: Path) -> list[tuple]:
     return sorted(
         (r["agent"], r["cap"] or 0, r["attempt"], r["status"], r["passed"], r["turns"])
@@ -114,7 +123,7 @@ def test_a_ladder_through_ray_gives_the_local_executors_n_d_and_verdicts(
     cluster, server, tmp_path: Path
 ) -> None:
     models = write_models(tmp_path / "models.toml", server, {"alpha": "model-a"})
-    params = {"models": ["alpha"], "caps": [2, 3], "models_file": str(models)}
+    params = {"models": ["alpha"], "caps": [1, 3], "models_file": str(models)}
     executor = make_executor(ExecutorChoice("ray", cluster.address))
     assert isinstance(executor, RayExecutor)
     try:
@@ -130,8 +139,8 @@ def test_a_ladder_through_ray_gives_the_local_executors_n_d_and_verdicts(
     expected = [
         ("alpha", 0, 0, "done", 1, 4),
         ("alpha", 0, 1, "done", 1, 4),
-        ("alpha", 2, 0, "done", 0, 2),
-        ("alpha", 2, 1, "done", 0, 2),
+        ("alpha", 1, 0, "done", 0, 1),
+        ("alpha", 1, 1, "done", 0, 1),
         ("alpha", 3, 0, "done", 1, 3),
     ]
     assert _runs(tmp_path / "local.db") == _runs(tmp_path / "ray.db") == expected
@@ -140,7 +149,7 @@ def test_a_ladder_through_ray_gives_the_local_executors_n_d_and_verdicts(
     assert {executor.placements[i] for i in ids} == {cluster.docker.node_id}
     # The driver wrote each turn as it came: the turn rows are all there, in order.
     turns = rows(tmp_path / "ray.db", "SELECT episode_id, idx FROM turns ORDER BY id")
-    assert len(turns) == 4 + 4 + 2 + 2 + 3
+    assert len(turns) == 4 + 4 + 1 + 1 + 3
 
 
 def test_the_tui_shows_a_ray_episodes_turns_while_it_runs(
@@ -199,11 +208,13 @@ def test_a_node_lost_mid_episode_is_requeued_once_and_never_duplicated(
     executor = make_executor(ExecutorChoice("ray", cluster.address))
     params = {"models": ["alpha"], "attempts": 1, "models_file": str(models)}
     outcome: list[JobOutcome] = []
-    worker = threading.Thread(target=lambda: outcome.append(_run(db, "free", params, executor)))
+    worker = threading.Thread(
+        target=lambda: outcome.append(_run(db, "free", params, executor)), daemon=True
+    )
     worker.start()
     try:
         deadline = time.monotonic() + 300
-        while not (db.exists() and rows(db, "SELECT 1 FROM turns")):
+        while not _has_turns(db):
             assert time.monotonic() < deadline and worker.is_alive(), "no turn was recorded"
             time.sleep(0.2)
         c.remove_node(victim)  # mid-episode: a turn is in, more are to come
