@@ -78,12 +78,20 @@ class RayExecutor:
             if self._hub is not None:
                 return ray
             if not ray.is_initialized():
+                options: dict[str, Any] = {}
+                if not (self.address or os.environ.get("RAY_ADDRESS")):
+                    # A local instance: it offers Docker slots when this machine has Docker.
+                    from engine.jobs.containers import docker_problem
+
+                    if docker_problem() is None:
+                        options["resources"] = {DOCKER_RESOURCE: os.cpu_count() or 1}
                 try:
                     ray.init(
                         address=self.address or None,
                         log_to_driver=False,
                         configure_logging=False,
                         include_dashboard=False,
+                        **options,
                     )
                 except Exception as exc:
                     where = self.address or os.environ.get("RAY_ADDRESS") or "a local instance"
