@@ -185,7 +185,7 @@ def test_the_tui_shows_a_ray_episodes_turns_while_it_runs(
             first = len(screen.marks)
             # More turns arrive while it runs, and the screen shows them live.
             assert await tui.until(pilot, lambda: len(screen.marks) > first, tries=400)
-            seen["live"] = screen.info.status == "running" or "live" in tui.text(app)
+            seen["live"] = screen.info.status == "running" and "● live" in tui.text(app)
             seen["marks"] = len(screen.marks)
 
     try:

@@ -139,6 +139,12 @@ class RayExecutor:
         should_stop: Callable[[], str | None],
         progress: Callable[[ProgressEvent], None],
     ) -> EpisodeBody:
+        if work.after_agent is not None:
+            # A validation probe's hook reads and writes the validator's state on the driver:
+            # it cannot run elsewhere, so that episode runs here (validate needs Docker here).
+            from engine.protocol.episode import LOCAL
+
+            return LOCAL.run(work, recorder, should_stop, progress)
         ray = self._connect()
         from ray.exceptions import RayError, RayTaskError
 
