@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine.protocol.episode import LOCAL
-from engine.protocol.execute import Executor
+if TYPE_CHECKING:  # importing the episode runner costs what the CLI and TUI need not pay
+    from engine.protocol.execute import Executor
 
 EXECUTORS = ("local", "ray")
 
@@ -38,6 +39,8 @@ _lock = threading.Lock()
 def make_executor(choice: ExecutorChoice) -> Executor:
     """The executor for `choice`, one per process (a Ray connection is made once)."""
     if choice.kind == "local":
+        from engine.protocol.episode import LOCAL
+
         return LOCAL
     with _lock:
         if choice not in _made:
