@@ -11,6 +11,8 @@ pass (N = 4); cap 1 fails twice (the look); cap 3 passes (look, mkdir, awk) -> D
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
 import subprocess
 import threading
@@ -105,6 +107,16 @@ def _remove_containers(db: Path) -> None:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
 
 
+def _container_exists(container_id: str) -> bool:
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--no-trunc", "--filter", f"id={container_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return bool(out.stdout.strip())
+
+
 def _has_turns(db: Path) -> bool:
     try:
         return bool(rows(db, "SELECT 1 FROM turns LIMIT 1"))
@@ -196,6 +208,53 @@ def test_the_tui_shows_a_ray_episodes_turns_while_it_runs(
     assert seen["marks"] >= 2 and seen["live"]
 
 
+def _cli(args: list[str], db: Path, address: str) -> None:
+    out = subprocess.run(
+        [DEPTHTUI, *args, "--executor", "ray", "--ray-address", address, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def _wait(condition, what: str, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_a_crashed_driver_is_recovered_by_the_next_engine(
+    cluster, slow_server, tmp_path: Path
+) -> None:
+    db = tmp_path / "depthtui.db"
+    models = write_models(tmp_path / "models.toml", slow_server, {"alpha": "model-a"})
+    free = ["free", str(DEMO / "error-count"), "--model", "alpha", "--models", str(models)]
+    _cli([*free, "--attempts", "1", "--detach"], db, cluster.address)
+    try:
+        _wait(lambda: _has_turns(db), "no turn was recorded")
+        (engine,) = rows(db, "SELECT pid FROM engines")
+        os.kill(engine["pid"], signal.SIGKILL)  # the driver dies mid-episode
+        _cli(["engine", "start"], db, cluster.address)
+        _wait(
+            lambda: rows(db, "SELECT status FROM jobs")[0]["status"] == "done",
+            "the next engine did not finish the job",
+        )
+        # The dead driver's container goes too (its node ends the episode, or the sweep).
+        (first,) = rows(db, "SELECT container_id FROM episodes ORDER BY id LIMIT 1")
+        _wait(lambda: not _container_exists(first["container_id"]), "its container stayed", 60)
+    finally:
+        stop_engines(db, timeout_s=30)
+        _remove_containers(db)
+    episodes = rows(db, "SELECT * FROM episodes ORDER BY id")
+    assert [(e["status"], e["run_key"]) for e in episodes] == [
+        ("interrupted", episodes[0]["run_key"]),
+        ("done", episodes[0]["run_key"]),
+    ]
+    assert (episodes[1]["passed"], episodes[1]["turns"], episodes[1]["error_kind"]) == (1, 4, None)
+
+
 def test_a_node_lost_mid_episode_is_requeued_once_and_never_duplicated(
     cluster, slow_server, tmp_path: Path
 ) -> None:
@@ -220,6 +279,9 @@ def test_a_node_lost_mid_episode_is_requeued_once_and_never_duplicated(
         c.remove_node(victim)  # mid-episode: a turn is in, more are to come
         rescuer = c.add_node(num_cpus=1, resources={DOCKER_RESOURCE: 1})
         worker.join(timeout=300)
+        # The lost node's container (on this machine's Docker) was removed by the driver.
+        (lost,) = rows(db, "SELECT container_id FROM episodes ORDER BY id LIMIT 1")
+        assert lost["container_id"] and not _container_exists(lost["container_id"])
     finally:
         _remove_containers(db)
     assert not worker.is_alive() and outcome[0].status == "done", outcome
