@@ -1,7 +1,11 @@
 """Episodes on a Ray cluster (engine/jobs/ray_executor.py), end to end: a real multi-node Ray
 cluster on this machine (ray.cluster_utils.Cluster: a head without the `docker` resource, where
 the driver connects, and a worker node with it), real Docker sandboxes, real verifiers, a real
-SQLite file, and the scripted model server on loopback. One cluster serves the whole module.
+SQLite file, and the scripted model server on loopback. One cluster serves the whole module:
+a ladder gives the local executor's N, D and verdicts; the TUI shows a Ray episode's turns live
+(through the CLI and the background engine); a driver killed mid-episode is recovered by the next
+engine; a worker node killed mid-episode leads to one requeue and no duplicate (last: it replaces
+the module's Docker node).
 
 The ladder (demo/error-count, model `alpha` = BatchingPolicy that never batches, caps 1 and 3),
 by hand under engine/protocol/ladder.py: uncapped runs take look, mkdir, awk, done = 4 turns and
