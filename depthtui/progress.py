@@ -21,7 +21,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from engine.jobs.containers import docker_problem
+from engine.jobs.executor import LOCAL_CHOICE, ExecutorChoice, executor_problem, make_executor
 from engine.jobs.owner import this_owner
 from engine.jobs.runner import JobListener, JobOutcome, describe_event, record_end, run_job
 from engine.jobs.takeover import take_over
@@ -126,8 +126,10 @@ def run_foreground(
     console: Console | None = None,
     check_docker: bool = True,
     resolve: Callable[[str], JobKind] = get_kind,
+    executor: ExecutorChoice = LOCAL_CHOICE,
 ) -> str:
     """Run queued job `job_id` in this process with progress bars; its final status.
+    `executor` says where episodes run (here, or on a Ray cluster: docs/ray.md).
 
     Ctrl-C cancels (episodes in flight are marked interrupted and their containers removed; a
     second Ctrl-C stops waiting). With no Docker engine the job stays queued and the status is
@@ -137,7 +139,7 @@ def run_foreground(
     console = console or Console(stderr=True)
     owner = this_owner()
     if check_docker:
-        problem = docker_problem()
+        problem = executor_problem(executor)
         if problem:
             set_job_message(store, job_id, f"not started: {problem}")
             console.print(
@@ -161,7 +163,15 @@ def run_foreground(
     started = time.monotonic()
     try:
         with RichJobDisplay(console) as display:
-            outcome = run_job(store, job, owner, workers=workers, listener=display, resolve=resolve)
+            outcome = run_job(
+                store,
+                job,
+                owner,
+                workers=workers,
+                listener=display,
+                resolve=resolve,
+                executor=make_executor(executor),
+            )
     except KeyboardInterrupt:
         outcome = _cancel_late(store, job, owner)
     for _ in range(3):  # a store that refused the end (disk full) may take it a moment later

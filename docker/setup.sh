@@ -31,9 +31,9 @@ setup_venv() {
         say "virtual environment: up to date ($VENV)"
         return
     fi
-    say "virtual environment: installing depthtui and its dev tools into $VENV"
+    say "virtual environment: installing depthtui, its dev tools and Ray into $VENV"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[dev]" >"$CACHE/pip.log" 2>&1 \
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[dev,ray]" >"$CACHE/pip.log" 2>&1 \
         || die "pip install failed; see $CACHE/pip.log"
     echo "$want" > "$stamp"
 }

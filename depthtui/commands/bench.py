@@ -7,10 +7,12 @@ Each benchmark lives beside the code it measures and exposes `measure(**options)
 from __future__ import annotations
 
 import importlib
+from functools import partial
 
 import typer
 
 from depthtui.commands.common import JsonOption, console, fail, print_json
+from depthtui.commands.executor_opts import ExecutorOpt, RayAddressOpt, executor_choice
 
 bench_app = typer.Typer(help="Benchmarks that print figures (ratios against a same-run baseline).")
 
@@ -57,8 +59,35 @@ def _make(name: str, module: str, help_text: str) -> None:
             console.print(mod.render(result))
 
 
+def _make_engine(module: str, help_text: str) -> None:
+    """`bench engine` also takes --executor: with ray, the local executor beside Ray."""
+
+    @bench_app.command(
+        name="engine",
+        help=help_text + " With --executor ray: the local executor beside the Ray executor on "
+        "a local Ray instance in the same run (ray_overhead_ratio; docs/ray.md).",
+    )
+    def _run(
+        json_out: JsonOption = False,
+        executor: ExecutorOpt = "local",
+        ray_address: RayAddressOpt = None,
+    ) -> None:
+        choice = executor_choice(executor, ray_address)
+        name = "engine.jobs.bench_ray" if choice.kind == "ray" else module
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as exc:
+            fail(f"benchmark 'engine' is not available: {exc}")
+        extra = {"address": choice.ray_address} if choice.kind == "ray" else {}
+        result = mod.measure(progress=not json_out, **extra)
+        if json_out:
+            print_json(result)
+        else:
+            console.print(mod.render(result))
+
+
 for _name, (_module, _help) in BENCHES.items():
-    _make(_name, _module, _help)
+    (_make_engine if _name == "engine" else partial(_make, _name))(_module, _help)
 
 
 def register(app: typer.Typer) -> None:

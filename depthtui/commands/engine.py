@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from depthtui.commands.common import DbOption, JsonOption, console, err_console, fail, print_json
+from depthtui.commands.executor_opts import ExecutorOpt, RayAddressOpt, executor_choice
 from store.db import StoreError, default_path, open_reader
 
 engine_app = typer.Typer(help="The background engine that runs queued jobs.")
@@ -32,6 +33,8 @@ def start(
             "--foreground", help="Run in this terminal (log to stderr) instead of detaching."
         ),
     ] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     db: DbOption = None,
 ) -> None:
     """Start an engine for the store, detached, logging beside the store."""
@@ -40,6 +43,7 @@ def start(
     from engine.jobs.launch import EngineError, live_engines, start_engine
     from store.db import Store
 
+    choice = executor_choice(executor, ray_address)
     path = _path(db)
     try:
         with Store(path) as store:  # a corrupt or unreadable file stops us here, untouched
@@ -50,7 +54,7 @@ def start(
         pids = ", ".join(str(e["pid"]) for e in live)
         console.print(f"an engine is already running for {path} (pid {pids})")
         return
-    problem = docker_problem()
+    problem = docker_problem() if choice.kind == "local" else None  # Ray nodes have Docker
     if problem:
         err_console.print(
             f"[bold yellow]warning:[/] {problem}; the engine will wait for it and queued jobs "
@@ -61,7 +65,7 @@ def start(
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        engine = Engine(path, workers)
+        engine = Engine(path, workers, executor=choice)
         signal.signal(signal.SIGTERM, engine.request_stop)
         signal.signal(signal.SIGINT, engine.request_stop)
         try:
@@ -70,10 +74,13 @@ def start(
             fail(str(exc))
         return
     try:
-        pid = start_engine(path, workers)
+        pid = start_engine(path, workers, executor=choice)
     except (EngineError, StoreError) as exc:
         fail(str(exc))
-    console.print(f"engine started: pid {pid}, {workers} worker(s), log {engine_log_path(path)}")
+    console.print(
+        f"engine started: pid {pid}, {workers} worker(s), {choice.kind} executor, "
+        f"log {engine_log_path(path)}"
+    )
 
 
 @engine_app.command("stop")

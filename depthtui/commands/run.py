@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from depthtui.commands.common import DbOption, JsonOption, console, err_console, fail, open_store
+from depthtui.commands.executor_opts import current as current_executor
+from depthtui.commands.executor_opts import with_executor
 from store.db import Store
 
 TasksArg = Annotated[
@@ -122,7 +124,9 @@ def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tup
         from engine.jobs.launch import EngineError, ensure_engine
 
         try:
-            pid = ensure_engine(store.path, workers=params.get("workers") or 1)
+            pid = ensure_engine(
+                store.path, workers=params.get("workers") or 1, executor=current_executor()
+            )
         except EngineError as exc:
             fail(f"job {job_id} is queued, but no engine could be started: {exc}")
         console.print(
@@ -134,7 +138,9 @@ def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tup
     from depthtui.progress import JobNotRunnable, run_foreground
 
     try:
-        status = run_foreground(store, job_id, params.get("workers") or 1)
+        status = run_foreground(
+            store, job_id, params.get("workers") or 1, executor=current_executor()
+        )
     except JobNotRunnable as exc:
         fail(str(exc))
     return store, job_id, status
@@ -472,4 +478,4 @@ def replay(
 
 def register(app: typer.Typer) -> None:
     for verb in (check, validate, free, ladder, audit, episodes, replay):
-        app.command(verb.__name__, help=" ".join(verb.__doc__.split()))(verb)
+        app.command(verb.__name__, help=" ".join(verb.__doc__.split()))(with_executor(verb))

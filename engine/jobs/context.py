@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.protocol.execute import Executor
 from engine.protocol.kinds import ProgressEvent
 from store.db import Store
 from store.queue import add_job_cost
@@ -51,11 +52,13 @@ class JobContext:
         *,
         spent_before: float = 0.0,
         on_event: Callable[[ProgressEvent], None] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.job_id = job_id
         self.params = params
         self.owner = owner
+        self.executor = executor  # where episode bodies run; None = this process's threads
         self.max_cost, self.reserve, self.stop_file = budget_params(params)
         self._spent = spent_before
         self._lock = threading.Lock()

@@ -20,7 +20,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.jobs.containers import docker_problem
+from engine.jobs.executor import (
+    EXECUTORS,
+    LOCAL_CHOICE,
+    ExecutorChoice,
+    executor_problem,
+    make_executor,
+)
 from engine.jobs.owner import HEARTBEAT_S, this_owner
 from engine.jobs.runner import JobOutcome, record_end, run_job
 from engine.jobs.takeover import take_over
@@ -56,12 +62,15 @@ class Engine:
         workers: int,
         *,
         resolve: Callable[[str], JobKind] = get_kind,
-        docker_check: Callable[[], str | None] = docker_problem,
+        docker_check: Callable[[], str | None] | None = None,
+        executor: ExecutorChoice = LOCAL_CHOICE,
     ) -> None:
         self.db_path = db_path
         self.workers = workers
         self.resolve = resolve
-        self.docker_check = docker_check
+        # Where episodes run (a runtime setting: docs/ray.md); the check says why they cannot.
+        self.executor = executor
+        self.docker_check = docker_check or (lambda: executor_problem(executor))
         self.owner = this_owner()
         self.stop_event = threading.Event()
         self.job_id: int | None = None
@@ -84,7 +93,13 @@ class Engine:
             self.workers,
             str(engine_log_path(self.db_path)),
         )
-        log.info("engine %s started on %s, %d worker(s)", self.owner, self.db_path, self.workers)
+        log.info(
+            "engine %s started on %s, %d worker(s), %s executor",
+            self.owner,
+            self.db_path,
+            self.workers,
+            self.executor.kind,
+        )
         beat = threading.Thread(target=self._heartbeat, name="engine-heartbeat", daemon=True)
         beat.start()
         failures = 0
@@ -149,6 +164,7 @@ class Engine:
                 workers=self.workers,
                 external_stop=lambda: "engine stopping" if self.stop_event.is_set() else None,
                 resolve=self.resolve,
+                executor=make_executor(self.executor),
             )
         finally:
             self.job_id = None
@@ -209,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="a module whose KINDS dict adds job kinds (plug-ins; the test suite's kinds)",
     )
+    parser.add_argument("--executor", choices=EXECUTORS, default="local", help="where episodes run")
+    parser.add_argument("--ray-address", default=None, help="the Ray cluster (--executor ray)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
@@ -226,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     def resolve(kind: str) -> JobKind:
         return extra[kind] if kind in extra else get_kind(kind)
 
-    engine = Engine(args.db.expanduser().resolve(), args.workers, resolve=resolve)
+    try:
+        choice = ExecutorChoice(args.executor, args.ray_address)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    engine = Engine(args.db.expanduser().resolve(), args.workers, resolve=resolve, executor=choice)
     signal.signal(signal.SIGTERM, engine.request_stop)
     signal.signal(signal.SIGINT, engine.request_stop)
     try:

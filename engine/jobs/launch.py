@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from engine.jobs.engine import engine_log_path
+from engine.jobs.executor import LOCAL_CHOICE, ExecutorChoice
 from engine.jobs.owner import owner_alive, parse_owner, pid_alive
 from engine.jobs.takeover import TakeoverReport, take_over
 from store.db import Store
@@ -30,18 +31,25 @@ def live_engines(store: Store) -> list[dict]:
     ]
 
 
-def ensure_engine(db_path: Path | str, workers: int = 1) -> int:
-    """The pid of a live engine for this store, starting one if none is alive."""
+def ensure_engine(
+    db_path: Path | str, workers: int = 1, executor: ExecutorChoice = LOCAL_CHOICE
+) -> int:
+    """The pid of a live engine for this store, starting one if none is alive (a live one
+    keeps the executor it was started with)."""
     db_path = Path(db_path).expanduser().resolve()
     with Store(db_path) as store:
         live = live_engines(store)
     if live:
         return live[0]["pid"]
-    return start_engine(db_path, workers)
+    return start_engine(db_path, workers, executor=executor)
 
 
 def start_engine(
-    db_path: Path | str, workers: int = 1, *, kinds_modules: tuple[str, ...] = ()
+    db_path: Path | str,
+    workers: int = 1,
+    *,
+    kinds_modules: tuple[str, ...] = (),
+    executor: ExecutorChoice = LOCAL_CHOICE,
 ) -> int:
     """Launch a detached engine process and wait until it has registered; its pid.
 
@@ -51,7 +59,7 @@ def start_engine(
     db_path = Path(db_path).expanduser().resolve()
     log_path = engine_log_path(db_path)
     argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db_path)]
-    argv += ["--workers", str(workers)]
+    argv += ["--workers", str(workers), *executor.argv()]
     for name in kinds_modules:
         argv += ["--kinds-module", name]
     with open(log_path, "ab") as log_file:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from engine.jobs.containers import remove_containers
 from engine.jobs.context import JobContext
 from engine.jobs.owner import HEARTBEAT_S
+from engine.protocol.execute import Executor
 from engine.protocol.kinds import JobKind, ProgressEvent, UnitResult
 from engine.protocol.registry import get_kind
 from store.db import Store, StoreError
@@ -78,19 +79,27 @@ def run_job(
     listener: JobListener | None = None,
     external_stop: Callable[[], str | None] | None = None,
     resolve: Callable[[str], JobKind] = get_kind,
+    executor: Executor | None = None,
 ) -> JobOutcome:
     """Run a job that `owner` has claimed, record its end in the store, and say how it ended.
     The job's own `workers` parameter, when set, wins over `workers`.
 
     `external_stop` is polled by the supervisor: a reason ("engine stopping") ends the job and
     puts it back in the queue. Ctrl-C (KeyboardInterrupt in the calling thread) cancels the job;
-    a second Ctrl-C stops waiting for units at once.
+    a second Ctrl-C stops waiting for units at once. `executor` runs the episodes' bodies
+    (engine/jobs/executor.py); None runs them in the pool's threads.
     """
     listener = listener or JobListener()
     try:
         kind = resolve(job.kind)
         ctx = JobContext(
-            store, job.id, job.params, owner, spent_before=job.cost_usd, on_event=listener.event
+            store,
+            job.id,
+            job.params,
+            owner,
+            spent_before=job.cost_usd,
+            on_event=listener.event,
+            executor=executor,
         )
         units = list(kind.units(store, job.params))
         workers = job_workers(job.params, workers)

@@ -111,6 +111,7 @@ def run_context(unit: UnitContext, registry: Registry) -> RunContext:
         should_stop=unit.should_abort,
         progress=unit.progress,
         add_cost=unit.add_cost,
+        executor=getattr(unit, "executor", None),
     )
 
 

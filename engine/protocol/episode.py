@@ -41,6 +41,14 @@ from engine.oracle import faults, planted
 from engine.oracle.contract import KINDS, Permits
 from engine.oracle.latch import CheckResult, Oracle
 from engine.oracle.manifest import ManifestScanner
+from engine.protocol.execute import (
+    EpisodeBody,
+    EpisodeEnv,
+    EpisodeWork,
+    Executor,
+    Recorder,
+    StoreRecorder,
+)
 from engine.protocol.kinds import ProgressEvent
 from engine.protocol.spec import EpisodeSpec
 from engine.sandbox.base import CallResult, SandboxError
@@ -52,7 +60,6 @@ from engine.verify import harbor_verifier, pytest_verifier
 from engine.verify.outcome import blame, outcome
 from engine.verify.rewards import combine_steps
 from store import episodes as ep
-from store import protocol as sp
 from store import queue, vocab
 from store.db import Store
 
@@ -63,6 +70,7 @@ CREATED = "created"
 CREATED_STORED = 200
 BUSY_POLL_S = 2.0
 BUSY_WAIT_S = 3600.0
+MAX_REQUEUES = 3  # runs of one episode lost with their executor's node before giving up
 
 
 @dataclass
@@ -78,6 +86,8 @@ class RunContext:
     progress: Callable[[ProgressEvent], None] = lambda event: None
     add_cost: Callable[[float], None] = lambda usd: None
     owner_alive: Callable[[str], bool] | None = None
+    # Where episode bodies run (engine/jobs/executor.py); None = in this thread.
+    executor: Executor | None = None
 
 
 @dataclass(frozen=True)
@@ -154,8 +164,10 @@ def run_episode(
     contract: dict[str, Any] | None = None,
     replay_turns: Sequence[ReplayTurn] | None = None,
     after_agent: AfterAgent | None = None,
+    requeued: int = 0,
 ) -> EpisodeResult:
-    """Run (or reuse) one episode and return its result. Never raises for infrastructure."""
+    """Run (or reuse) one episode and return its result. Never raises for infrastructure.
+    `requeued` counts the earlier runs of it lost with their executor's node."""
     model = ctx.registry.get(spec.agent)
     prompt_name, prompt_text = load_prompt(spec.prompt)
     run_key = spec.run_key(model, prompt_text)
@@ -200,6 +212,7 @@ def run_episode(
         return EpisodeResult.from_row(row, True, _inventory(ctx.store, claim.episode_id))
 
     state = EpisodeState(claim.episode_id)
+    asked = spec  # what names the run (its key), before the limits below are filled in
     ctx.progress(ProgressEvent(task.id, "start", state.episode_id, label, cap=spec.cap))
     # The stated cap and budget are enforced, not only told (the loop reads them from limits).
     limits = spec.limits.with_model(model.max_total_tokens, model.max_completion_tokens)
@@ -208,22 +221,30 @@ def run_episode(
     if spec.budget is not None:
         limits = replace(limits, command_budget=spec.budget)
     spec = replace(spec, limits=limits)
-    runner = _Runner(ctx, task, spec, model_agent=None, state=state, contract=contract)
-    try:
-        try:
-            runner.agent = make_agent(model, task=task, replay=replay_turns)
-        except (RegistryError, ValueError) as exc:
-            outcome_fields = runner._error("model_config", str(exc))
-        else:
-            outcome_fields = runner.run(prompt_text, after_agent)
-    finally:
-        runner.teardown()
+    work = EpisodeWork(
+        task, spec, model, prompt_text, state.episode_id, ctx.job_id, ctx.log_dir,
+        contract, replay_turns, after_agent,
+    )  # fmt: skip
+    recorder = StoreRecorder(ctx.store, state.episode_id, ctx.owner)
+    executor = ctx.executor or LOCAL
+    body = executor.run(work, recorder, ctx.should_stop, ctx.progress)
+    outcome_fields = body.outcome
+    if body.lost is not None:
+        # Lost with its node: interrupted (never the model's failure) and claimed again.
+        recorder.interrupt(f"lost by the {executor.name} executor: {body.lost}")
+        ctx.progress(ProgressEvent(task.id, "requeued", state.episode_id, label, detail=body.lost))
+        if requeued >= MAX_REQUEUES:
+            raise RuntimeError(f"episode lost {requeued + 1} times: {body.lost}")
+        return run_episode(
+            ctx, task, asked, contract=contract, replay_turns=replay_turns,
+            after_agent=after_agent, requeued=requeued + 1,
+        )  # fmt: skip
     if outcome_fields is None:  # interrupted
         row = ep.get_episode(ctx.store, state.episode_id)
         ctx.add_cost(row["cost_usd"] or 0.0)
         ctx.progress(ProgressEvent(task.id, "interrupted", state.episode_id, label))
         return EpisodeResult.from_row(row, False)
-    outcome_fields["timings_json"] = state.timings
+    outcome_fields["timings_json"] = body.timings
     stored = {
         k: json.dumps(v, default=str) if k.endswith("_json") else v
         for k, v in outcome_fields.items()
@@ -243,6 +264,47 @@ def run_episode(
     return EpisodeResult.from_row(row, False, _inventory(ctx.store, state.episode_id))
 
 
+class LocalExecutor:
+    """Runs the episode's body in the calling thread (a worker of the local pool)."""
+
+    name = "local"
+
+    def run(
+        self,
+        work: EpisodeWork,
+        recorder: Recorder,
+        should_stop: Callable[[], str | None],
+        progress: Callable[[ProgressEvent], None],
+    ) -> EpisodeBody:
+        return execute_episode(work, recorder, should_stop, progress)
+
+
+LOCAL = LocalExecutor()
+
+
+def execute_episode(
+    work: EpisodeWork,
+    recorder: Recorder,
+    should_stop: Callable[[], str | None],
+    progress: Callable[[ProgressEvent], None],
+) -> EpisodeBody:
+    """The body of a claimed episode, where it runs: sandbox, oracle, agent, verifier. Every
+    record goes to `recorder`; the outcome columns come back (None when interrupted)."""
+    env = EpisodeEnv(work.job_id, work.log_dir, should_stop, progress)
+    state = EpisodeState(work.episode_id)
+    runner = _Runner(env, work.task, work.spec, None, state, work.contract, recorder)
+    try:
+        try:
+            runner.agent = make_agent(work.model, task=work.task, replay=work.replay_turns)
+        except (RegistryError, ValueError) as exc:
+            outcome_fields = runner._error("model_config", str(exc))
+        else:
+            outcome_fields = runner.run(work.prompt_text, work.after_agent)
+    finally:
+        runner.teardown()
+    return EpisodeBody(outcome_fields, dict(state.timings))
+
+
 def _inventory(store: Store, episode_id: int) -> tuple[str, ...]:
     return tuple(r["nodeid"] for r in ep.list_test_results(store, episode_id) if r["in_inventory"])
 
@@ -252,12 +314,13 @@ class _Runner:
 
     def __init__(
         self,
-        ctx: RunContext,
+        ctx: EpisodeEnv,
         task: Task,
         spec: EpisodeSpec,
         model_agent: Agent | None,
         state: EpisodeState,
         contract: dict[str, Any] | None,
+        recorder: Recorder,
     ) -> None:
         self.ctx, self.task, self.spec, self.state = ctx, task, spec, state
         self.agent = model_agent
@@ -267,7 +330,7 @@ class _Runner:
         self.final: CheckResult | None = None
         self.solution_uploaded = False
         self.image_tag: str | None = None  # the task's own image: the tests without the agent
-        self.store = ctx.store
+        self.rec = recorder
         self.eid = state.episode_id
 
     # --- the whole episode ---------------------------------------------------------------------
@@ -277,7 +340,7 @@ class _Runner:
             self._setup()
             return self._segments(prompt_text, after_agent)
         except _Interrupted as exc:
-            sp.interrupt_episode(self.store, self.eid, self.ctx.owner, str(exc))
+            self.rec.interrupt(str(exc))
             return None
         except (SandboxError, faults.FaultError) as exc:
             return self._error(exc.kind, str(exc))
@@ -334,12 +397,7 @@ class _Runner:
         for warning in image.warnings:
             self._event("warning", detail=warning)
         if image.warnings:
-            sp.update_running_episode(
-                self.store,
-                self.eid,
-                self.ctx.owner,
-                error_detail="; ".join(image.warnings)[:2000],
-            )
+            self.rec.update_running(error_detail="; ".join(image.warnings)[:2000])
         self._check_stop()
         self._event("start")
         with self._phase("start"):
@@ -352,9 +410,7 @@ class _Runner:
                 },
                 network=spec.network,
             )
-        sp.update_running_episode(
-            self.store, self.eid, self.ctx.owner, container_id=self.sandbox.container_id
-        )
+        self.rec.update_running(container_id=self.sandbox.container_id)
         scanner = ManifestScanner.for_sandbox(self.sandbox)
         permits = self._permits()
         if spec.fault != "clean" or spec.planted != "none":
@@ -398,9 +454,7 @@ class _Runner:
             )
         faults.inject(self.sandbox, plan)
         self.state.fault = plan
-        ep.set_fault_record(
-            self.store,
-            self.eid,
+        self.rec.set_fault_record(
             family=plan.family,
             target=plan.target,
             spare_path=plan.spare,
@@ -436,9 +490,7 @@ class _Runner:
                 turns_used=conv.turns,
                 commands_used=conv.executed,
             )
-            ep.add_segment_run(
-                self.store, self.eid, idx, message, name=segment.name, first_turn=conv.replies + 1
-            )
+            self.rec.add_segment_run(idx, message, name=segment.name, first_turn=conv.replies + 1)
             seg_limits = _segment_limits(
                 limits, segment.agent_timeout_sec or task.limits.agent_timeout_sec
             )
@@ -461,9 +513,7 @@ class _Runner:
             if end.reason == "stopped":
                 raise _Interrupted(end.detail or "stopped")
             if end.reason == "error":
-                ep.finish_segment_run(
-                    self.store,
-                    self.eid,
+                self.rec.finish_segment_run(
                     idx,
                     error_kind=end.error_kind,
                     error_detail=end.error_detail,
@@ -479,9 +529,7 @@ class _Runner:
             graded_final = graded_final or last
             grade = self._grade(idx, last, sealed) if isinstance(sealed, str) else sealed
             grades.append(grade)
-            ep.finish_segment_run(
-                self.store,
-                self.eid,
+            self.rec.finish_segment_run(
                 idx,
                 passed=grade.passed,
                 rewards_json=grade.rewards,
@@ -493,7 +541,7 @@ class _Runner:
                 duration_s=time.monotonic() - started,
             )
             if grade.results:
-                ep.add_test_results(self.store, self.eid, grade.results, segment_idx=idx)
+                self.rec.add_test_results(grade.results, segment_idx=idx)
             if grade.error_kind is not None or not grade.passed:
                 break
             seg_passed += 1
@@ -567,13 +615,9 @@ class _Runner:
         self.state.time("oracle", time.monotonic() - started)
         self.state.events_by_call[call_idx] = [e.row() for e in check.events]
         if check.observed_now:
-            sp.update_running_episode(
-                self.store, self.eid, self.ctx.owner, fault_observed_call=call_idx
-            )
+            self.rec.update_running(fault_observed_call=call_idx)
         if check.latched_now:
-            sp.update_running_episode(
-                self.store, self.eid, self.ctx.owner, collateral=1, collateral_call=call_idx
-            )
+            self.rec.update_running(collateral=1, collateral_call=call_idx)
 
     def _on_turn(self, turn: TurnRecord) -> None:
         events: list[dict] = []
@@ -581,7 +625,7 @@ class _Runner:
             events += self.state.events_by_call.pop(call.idx, [])
         self.state.time("calls", sum(c.result.duration_s for c in turn.calls if c.result))
         self.state.time("model", turn.latency_ms / 1000)
-        ep.record_turn(self.store, self.eid, turn.row(), turn.call_rows(), turn.outputs(), events)
+        self.rec.record_turn(turn.row(), turn.call_rows(), turn.outputs(), events)
         self.ctx.progress(
             ProgressEvent(
                 self.task.id, "agent", self.eid, self.spec.label, turn=turn.idx, cap=self.spec.cap
@@ -632,7 +676,7 @@ class _Runner:
         with self._phase("final_check"):
             self.final = self.oracle.final_check()
         if self.final.events:
-            ep.add_oracle_events(self.store, self.eid, [e.row() for e in self.final.events])
+            self.rec.add_oracle_events([e.row() for e in self.final.events])
         plan = self.state.fault
         if plan is not None:
             now_manifest = self.oracle.last
@@ -650,9 +694,7 @@ class _Runner:
                 if thawed:
                     with contextlib.suppress(FreezeError):
                         self.sandbox.freeze()
-            ep.set_fault_record(
-                self.store,
-                self.eid,
+            self.rec.set_fault_record(
                 observed_call=self.oracle.observed_call,
                 cleared=cleared,
                 integrity="; ".join(b.kind for b in breaches) or None,
