@@ -14,10 +14,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine.sandbox.images import remove_task_images
-from engine.tasks.loader import load_tasks
+from engine.sandbox.images import build_image, remove_task_images
+from engine.tasks.loader import load_task, load_tasks
 from store.db import Store
 from tests.conftest import ROOT
+from tests.fixtures_sandbox import TEST_LABELS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -80,3 +81,48 @@ def test_an_entrypoint_that_exits_is_named(run: Run) -> None:
     assert "ENTRYPOINT /usr/local/bin/entrypoint.sh exited with code 3" in text, text
     assert "license server unreachable" in text, text
     assert {e["error_kind"] for e in run.episodes("entrypoint-exits")} == {"entrypoint"}
+
+
+def test_endless_native_homes_belong_to_the_agent(run: Run) -> None:
+    # The reference writes into folders %post made as root: it passes only if they are the
+    # agent's, as Endless Terminals' runner gives them.
+    row = run.rows["task_000000_4e57ed01"]
+    assert row["ok"] and row["reference_passed"] is True and row["noop_failed"] is True, row
+
+
+def test_what_post_makes_under_the_home_is_the_agents_unless_it_chowns_it(tmp_path: Path) -> None:
+    task = load_task(REALTASKS / "task_000000_4e57ed01")
+    client = docker.from_env()
+    try:
+        tag = build_image(task, tmp_path, labels=TEST_LABELS, client=client).tag
+        out = subprocess.run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--label",
+                "depthtui.test=1",
+                tag,
+                "sh",
+                "-c",
+                "cd /home/user && find projects | sort | xargs stat -c '%u %a %n'",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    finally:
+        remove_task_images(client, task)
+        client.close()
+    assert out.splitlines() == [
+        "1000 755 projects",
+        "0 444 projects/POLICY.txt",  # %post chowned it itself: the task's choice
+        "1000 755 projects/site",
+        "1000 755 projects/site/assets",
+        "1000 755 projects/site/assets/img",
+        "1000 644 projects/site/assets/img/.keep",
+        "1000 644 projects/site/assets/manifest.txt",
+        "1000 755 projects/site/logs",
+    ]

@@ -68,7 +68,8 @@ def load(folder: Path, dataset: str) -> Task:
     def_text = read_text(def_path, "an Apptainer definition")
     try:
         defn = apptainer.parse_definition(def_text)
-        dockerfile_text, warnings = apptainer.to_dockerfile(defn, "container.def")
+        owner = apptainer.HomeOwner(DEFAULT_HOME, DEFAULT_USER, DEFAULT_UID)
+        dockerfile_text, warnings = apptainer.to_dockerfile(defn, "container.def", owner)
     except apptainer.ApptainerError as exc:
         raise TaskError(def_path, str(exc)) from exc
     image, _ = apptainer.base_image(defn)
