@@ -126,3 +126,91 @@ def test_what_post_makes_under_the_home_is_the_agents_unless_it_chowns_it(tmp_pa
         "1000 644 projects/site/assets/manifest.txt",
         "1000 755 projects/site/logs",
     ]
+
+
+def cli(db: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "depthtui", *argv, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "500"},
+    )
+
+
+def test_tests_running_agent_code_are_graded_and_marked_forgeable(run: Run) -> None:
+    # test.sh runs /app/greet.sh; test_outputs.py puts /app on sys.path and imports the agent's
+    # module (once a missing_module): both graded as Harbor grades them, the reference included.
+    for task in ("greet-script", "dedupe-module"):
+        row = run.rows[task]
+        assert row["ok"] and row["reference_passed"] is True and row["noop_failed"] is True, row
+        assert row["forgeable"] is True, task
+        marks = {(e["agent"], e["forgeable"]) for e in run.episodes(task)}
+        assert marks == {("oracle", 1), ("nop", 1)}, task
+    [oracle] = [e for e in run.episodes("dedupe-module") if e["agent"] == "oracle"]
+    assert oracle["forgeable_evidence"].startswith(
+        "test_outputs.py:5: imports 'deduplicate' from a folder the tests put on sys.path "
+        "('/app'): agent-written code runs in the test process"
+    )
+    [oracle] = [e for e in run.episodes("greet-script") if e["agent"] == "oracle"]
+    assert oracle["forgeable_evidence"].startswith(
+        "test.sh:4: runs agent-writable code '/app/greet.sh'"
+    )
+    # Tests that import nothing the agent wrote keep the strict mode: not forgeable.
+    for task in ("heredoc-forms", "task_000000_4e57ed01"):
+        assert not run.rows[task]["forgeable"]
+        assert {e["forgeable"] for e in run.episodes(task)} == {0}
+
+
+def test_the_report_counts_forgeable_verdicts_apart_and_can_leave_them_out(run: Run) -> None:
+    every = json.loads(cli(run.db, "report", "--json").stdout)
+    forgeable = ["realtasks/dedupe-module", "realtasks/greet-script"]
+    assert every["forgeable"] == {"runs": 4, "tasks": forgeable, "excluded": False}
+    assert set(forgeable) <= {c["task"] for c in every["checks"]}
+    kept = json.loads(cli(run.db, "report", "--json", "--exclude-forgeable").stdout)
+    assert kept["forgeable"]["excluded"] is True
+    left = {c["task"] for c in kept["checks"]}
+    assert left == {c["task"] for c in every["checks"]} - set(forgeable) and left
+    text = cli(run.db, "report").stdout
+    assert "Forgeable by agent code: 4 run(s) on 2 task(s)" in " ".join(text.split())
+
+
+def test_exports_mark_forgeable_trials(run: Run, tmp_path: Path) -> None:
+    done = cli(run.db, "export", "harbor", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    ids = {e["id"] for t in ("greet-script", "dedupe-module") for e in run.episodes(t)}
+    assert set(doc["forgeable"]) == ids
+    job = Path(doc["job_dir"])
+    assert set(json.loads((job / "config.json").read_text())["forgeable_episodes"]) == ids
+    marked = {}
+    for result in job.glob("*/result.json"):
+        trial = json.loads(result.read_text())
+        episode = int(trial["trial_name"].rsplit("__", 1)[1])
+        marked[episode] = trial["agent_result"]["metadata"]["forgeable_by_agent_code"]
+    assert {e for e, m in marked.items() if m} == ids and len(marked) > len(ids)
+
+
+def test_a_stored_refusal_is_not_reused_by_a_rerun(run: Run, tmp_path: Path) -> None:
+    # An older depthtui stored its refusal to grade as a finished run; a rerun grades instead.
+    db = tmp_path / "old.db"
+    db.write_bytes(run.db.read_bytes())
+    with Store(db) as store, store.tx() as conn:
+        conn.execute(
+            "UPDATE episodes SET passed = 0, forgeable = 0, error_kind = 'verifier', "
+            "error_detail = 'agent_code: the tests execute agent-written code' "
+            "WHERE task_id = 'realtasks/greet-script'"
+        )
+    task = str(REALTASKS / "greet-script")
+    done = cli(db, "check", task, "--json", "--accept-risk", "--retry-errors")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    assert row["ok"] and row["forgeable"], row
+    with Store(db) as store:
+        rows = store.query(
+            "SELECT status, error_kind FROM episodes WHERE task_id = ? ORDER BY id",
+            ("realtasks/greet-script",),
+        )
+    statuses = [(r["status"], r["error_kind"]) for r in rows]
+    assert statuses == [("superseded", "verifier")] * 2 + [("done", None)] * 2

@@ -63,6 +63,8 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "ok": not problems,
                 "problems": problems,
                 "episodes": [e["id"] for e in (oracle, nop) if e],
+                # Graded although the tests run agent code that could forge the grade.
+                "forgeable": any(bool(e["forgeable"]) for e in (oracle, nop) if e),
             }
         )
     return rows
@@ -105,7 +107,8 @@ def print_check_results(store: Store, job_id: int, json_out: bool) -> None:
             "?" if r["W"] is None else str(r["W"]),
             _mark(r["reference_passed"], "passes", "fails"),
             _mark(r["noop_failed"], "fails", "PASSES"),
-            "[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]",
+            ("[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]")
+            + (" [yellow](forgeable by agent code)[/]" if r["forgeable"] else ""),
         )
     console.print(table)
     good = sum(r["ok"] for r in rows)

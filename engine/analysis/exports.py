@@ -134,7 +134,15 @@ def trial_result(bundle: EpisodeBundle, trial_name: str, job_dir: Path) -> dict[
             "n_cache_tokens": sum(t["cached_tokens"] for t in bundle.turns),
             "n_output_tokens": e["completion_tokens"],
             "cost_usd": e["cost_usd"],
-            "metadata": {"turns": e["turns"], "calls": e["calls"], "end_reason": e["end_reason"]},
+            "metadata": {
+                "turns": e["turns"],
+                "calls": e["calls"],
+                "end_reason": e["end_reason"],
+                # Graded as Harbor grades it, although the tests ran agent-written code where it
+                # could forge the reward (docs/realtasks.md).
+                "forgeable_by_agent_code": bool(e.get("forgeable")),
+                "forgeable_evidence": e.get("forgeable_evidence"),
+            },
         },
         "verifier_result": {"rewards": _rewards(bundle)},
         "exception_info": error,
@@ -155,9 +163,12 @@ def export_harbor(
     rewards: list[float] = []
     started, finished = [], []
     errors = 0
+    forgeable: list[int] = []
     for episode_id in episode_ids:
         bundle = EpisodeBundle.load(conn, episode_id)
         e = bundle.episode
+        if e.get("forgeable"):
+            forgeable.append(episode_id)
         trial_name = _safe(f"{e['task_id'].split('/')[-1]}__{episode_id}")
         trial = job_dir / trial_name
         (trial / "agent").mkdir(parents=True, exist_ok=True)
@@ -175,7 +186,10 @@ def export_harbor(
         errors += bool(e["error_kind"])
         started.append(e["started_at"])
         finished.append(e["finished_at"] or e["started_at"])
-    _write_json(job_dir / "config.json", {"job_name": job_name, "episodes": episode_ids})
+    _write_json(
+        job_dir / "config.json",
+        {"job_name": job_name, "episodes": episode_ids, "forgeable_episodes": forgeable},
+    )
     _write_json(
         job_dir / "result.json",
         {
@@ -258,6 +272,7 @@ def training_rows(conn: sqlite3.Connection, episode_ids: list[int]) -> Iterator[
                     "model": e["agent"],
                     "cap": e["cap"],
                     "mode": e["mode"],
+                    "forgeable_by_agent_code": bool(e.get("forgeable")),
                 },
             }
 
