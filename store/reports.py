@@ -23,7 +23,9 @@ def tasks(conn: sqlite3.Connection, task_ids: list[str] | None = None) -> list[d
     )
     rows = _rows(conn, sql + " ORDER BY t.dataset, t.id")
     for row in rows:
-        row["metadata"] = json.loads(row.pop("task_json") or "{}").get("metadata", {})
+        record = json.loads(row.pop("task_json") or "{}")
+        row["metadata"] = record.get("metadata", {})
+        row["needs"] = record.get("needs", [])  # what one offline container cannot give
     if task_ids is not None:
         wanted = set(task_ids)
         rows = [r for r in rows if r["id"] in wanted]

@@ -214,3 +214,34 @@ def test_a_stored_refusal_is_not_reused_by_a_rerun(run: Run, tmp_path: Path) -> 
         )
     statuses = [(r["status"], r["error_kind"]) for r in rows]
     assert statuses == [("superseded", "verifier")] * 2 + [("done", None)] * 2
+
+
+NEEDS = {
+    "needs-desktop": "needs a GUI (environment/Dockerfile line 4: exposes a remote display port)",
+    "needs-windows": "needs a Windows machine (environment/Dockerfile line 1: a Windows base",
+    "needs-mcp": "needs service mcp-server (docker-compose.yaml starts it beside main",
+    "needs-internet": "needs the network (solution/solve.sh line 2: curl -fsSL https://example.com",
+}
+
+
+def test_what_one_offline_container_cannot_give_is_said_by_check(run: Run) -> None:
+    for task, why in NEEDS.items():
+        row = run.rows[task]
+        assert not row["ok"], row  # the MCP and GUI references pass by echoing a constant
+        assert why in run.problems(task), (task, row["problems"])
+    assert "needs service inventory-tools (an MCP server task.toml declares" in run.problems(
+        "needs-mcp"
+    )
+
+
+def test_import_says_what_a_task_needs(tmp_path: Path) -> None:
+    done = cli(tmp_path / "import.db", "tasks", "import", str(REALTASKS), "--json")
+    assert done.returncode == 0, done.stderr
+    needs = json.loads(done.stdout)["needs"]
+    assert set(needs) == {f"realtasks/{t}" for t in NEEDS}
+    for task, why in NEEDS.items():
+        assert any(line.startswith(why) for line in needs[f"realtasks/{task}"]), task
+    text = cli(tmp_path / "import2.db", "tasks", "import", str(REALTASKS / "needs-mcp"))
+    assert "realtasks/needs-mcp cannot be measured here: needs service mcp-server" in " ".join(
+        text.stderr.split()
+    )

@@ -36,6 +36,8 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
         oracle = latest.get((task_id, "oracle")) if task["work"] is not None else None
         nop = latest.get((task_id, "nop"))
         problems = [] if task["work"] is not None else [NO_REFERENCE]
+        # A GUI, a sidecar service, the network...: never "ok" here, whatever the runs say.
+        problems += task["needs"]
         runs = [("no-op", nop)] if task["work"] is None else [("reference", oracle), ("no-op", nop)]
         errors: dict[str, list[str]] = {}
         for name, e in runs:

@@ -28,6 +28,7 @@ from engine.tasks.model import (
     Task,
     TaskError,
 )
+from engine.tasks.needs import find_needs
 
 PRIVATE = (
     "task.json",
@@ -132,4 +133,5 @@ def load(folder: Path, dataset: str) -> Task:
         name=name if isinstance(name, str) and name else folder.name,
         metadata=metadata,
         warnings=tuple(warnings),
+        needs=find_needs(dockerfile=("container.def", def_text)),
     )
