@@ -245,3 +245,54 @@ def test_import_says_what_a_task_needs(tmp_path: Path) -> None:
     assert "realtasks/needs-mcp cannot be measured here: needs service mcp-server" in " ".join(
         text.stderr.split()
     )
+
+
+@pytest.fixture(scope="module")
+def exported(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export")
+    done = cli(run.db, "export", "harbor", "--out", str(out), "--name", "realtasks", "--json")
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout)["job_dir"])
+
+
+def test_an_exported_job_imports_back_with_its_verdicts(run: Run, exported: Path) -> None:
+    # Oracle and nop trials written by depthtui (their trajectories hold no agent turns).
+    fresh = exported.parent / "back.db"
+    done = cli(fresh, "import", "harbor", str(exported), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    with Store(run.db) as store:
+        total = store.query("SELECT count(*) FROM episodes WHERE status = 'done'")[0][0]
+    assert doc["errors"] == [] and len(doc["imported"]) == total
+    with Store(fresh) as store:
+        back = {
+            (r["task_id"], r["reward"])
+            for r in store.query("SELECT task_id, reward FROM episodes WHERE error_kind IS NULL")
+        }
+    assert ("realtasks/greet-script", 1.0) in back and ("realtasks/greet-script", 0.0) in back
+
+
+HARBOR_MODELS = {
+    "trial": "harbor.models.trial.result",
+    "trial_config": "harbor.models.trial.config",
+    "job": "harbor.models.job.result",
+    "job_config": "harbor.models.job.config",
+    "trajectory": "harbor.models.trajectories.trajectory",
+}
+
+
+def test_exports_validate_with_harbors_own_models(exported: Path) -> None:
+    # Only where Harbor (Python >= 3.12) is installed; what CI runs asserts the shapes above.
+    trial_result = pytest.importorskip(HARBOR_MODELS["trial"]).TrialResult
+    trial_config = pytest.importorskip(HARBOR_MODELS["trial_config"]).TrialConfig
+    job_result = pytest.importorskip(HARBOR_MODELS["job"]).JobResult
+    job_config = pytest.importorskip(HARBOR_MODELS["job_config"]).JobConfig
+    trajectory = pytest.importorskip(HARBOR_MODELS["trajectory"]).Trajectory
+    job_result.model_validate_json((exported / "result.json").read_text())
+    job_config.model_validate_json((exported / "config.json").read_text())
+    trials = sorted(p for p in exported.iterdir() if p.is_dir())
+    assert trials
+    for trial in trials:
+        trial_result.model_validate_json((trial / "result.json").read_text())
+        trial_config.model_validate_json((trial / "config.json").read_text())
+        trajectory.model_validate_json((trial / "agent" / "trajectory.json").read_text())

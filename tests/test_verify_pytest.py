@@ -237,7 +237,8 @@ def test_tests_that_import_agent_code_are_graded_and_marked_forgeable(
     verdict = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
     assert verdict.complete and verdict.forgeable
     assert verdict.risk and all("test_final_state.py:" in line for line in verdict.risk)
-    assert any("imports 'helper' from a folder the tests put on sys.path" in r for r in verdict.risk)
+    why = "imports 'helper' from a folder the tests put on sys.path"
+    assert any(why in line for line in verdict.risk)
 
 
 def test_spec_for_a_task(tmp_path):

@@ -208,9 +208,12 @@ def export_training(
 
 @import_app.command(
     "harbor",
-    help="Import Harbor trial folders (agent/trajectory.json in ATIF, result.json) into the "
-    "store. Each PATH is a trial folder, a job folder or a folder of jobs. Importing the same "
-    "trial again reuses it. Exits 1 when any trial could not be read.",
+    help="Import Harbor trial folders (result.json, and agent/trajectory.json in ATIF 1.2 to "
+    "1.7 where the agent wrote one) into the store. Each PATH is a trial folder, a job folder "
+    "or a folder of jobs, as Harbor 0.26 writes them; a trial without a trajectory (oracle, "
+    "nop, installed agents) comes in with its result, reward, timings and verifier output, and "
+    "no turns. Importing the same trial again reuses it. Exits 1 when any trial could not be "
+    "read.",
 )
 def import_harbor(
     paths: Annotated[
@@ -223,7 +226,7 @@ def import_harbor(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    from engine.analysis.exports import import_harbor as read_trials
+    from engine.analysis.harbor_import import import_harbor as read_trials
 
     store = open_store(db)
     imported: list[int] = []
