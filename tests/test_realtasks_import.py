@@ -135,3 +135,17 @@ def test_a_folder_without_trials_and_a_bad_trajectory_are_named(tmp_path: Path) 
     assert done.returncode == 1
     [error] = json.loads(done.stdout)["errors"]
     assert "schema_version 'ATIF-v2.0'; expected ATIF-v1.x" in error
+
+
+def test_the_fixture_runs_validate_with_harbors_own_models() -> None:
+    # Only where Harbor (Python >= 3.12) is installed: the fixtures are Harbor's shape.
+    trial_result = pytest.importorskip("harbor.models.trial.result").TrialResult
+    trajectory = pytest.importorskip("harbor.models.trajectories.trajectory").Trajectory
+    job_result = pytest.importorskip("harbor.models.job.result").JobResult
+    job_result.model_validate_json((JOB / "result.json").read_text())
+    trials = [JOB / "status-counts__Ab3kQ9x", JOB / "status-counts__Zp7mR2c"]
+    trials += [JOBS / "status-counts__Qw1eR5t", JOBS / "status-counts__Lm8nB4v"]
+    for trial in trials:
+        trial_result.model_validate_json((trial / "result.json").read_text())
+        if (trial / "agent" / "trajectory.json").is_file():
+            trajectory.model_validate_json((trial / "agent" / "trajectory.json").read_text())
