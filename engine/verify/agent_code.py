@@ -1,10 +1,11 @@
-"""Find tests that import or execute agent-written code (SPEC §3 "known hole").
+"""Find tests that import or execute agent-written code (docs/realtasks.md).
 
 The runner's record is signed, but code that runs inside the runner (a module the tests import
 from the agent's home, a file they exec) can read the secret and forge a pass; code the tests
 start as a program runs as the agent's uid next to the runner. Either way the grade then rests on
-the agent's code, so such tasks are flagged with the evidence (file:line) and refused for safe
-grading unless the user accepts the risk.
+the agent's code, so such verdicts are graded as the task's harness grades them and marked
+forgeable with the evidence (file:line); the recovery bench admits such tasks only when the user
+accepts the risk.
 
 Static analysis of the test files (Python AST, plus the shell lines of test.sh), so it is a
 heuristic: it reports what it can see and names it; a command built at run time from data it
