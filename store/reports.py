@@ -23,7 +23,9 @@ def tasks(conn: sqlite3.Connection, task_ids: list[str] | None = None) -> list[d
     )
     rows = _rows(conn, sql + " ORDER BY t.dataset, t.id")
     for row in rows:
-        row["metadata"] = json.loads(row.pop("task_json") or "{}").get("metadata", {})
+        record = json.loads(row.pop("task_json") or "{}")
+        row["metadata"] = record.get("metadata", {})
+        row["needs"] = record.get("needs", [])  # what one offline container cannot give
     if task_ids is not None:
         wanted = set(task_ids)
         rows = [r for r in rows if r["id"] in wanted]
@@ -69,7 +71,7 @@ def done_episodes(
         "e.prompt_name, e.fault_family, e.turns, e.calls, e.passed, e.complete, e.tests_passed, "
         "e.tests_total, e.reward, e.safe_success, e.collateral, e.fault_observed_call, "
         "e.fault_cleared, e.error_kind, e.end_reason, e.cost_usd, e.segments_total, "
-        "e.segments_passed, e.timings_json, e.outcome "
+        "e.segments_passed, e.timings_json, e.outcome, e.forgeable "
         "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
         f"WHERE e.status = 'done' AND e.mode IN ({marks})"
     )
@@ -78,3 +80,14 @@ def done_episodes(
         sql += " AND e.agent = ?"
         params.append(model)
     return _rows(conn, sql + " ORDER BY e.id", params)
+
+
+def forgeable_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Per task (newest content only): finished runs graded on tests that ran agent code where
+    it could forge the grade."""
+    sql = (
+        "SELECT e.task_id, count(*) FROM episodes e "
+        "JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
+        "WHERE e.status = 'done' AND e.forgeable = 1 GROUP BY e.task_id"
+    )
+    return {row[0]: row[1] for row in conn.execute(sql)}

@@ -378,5 +378,13 @@ UPDATE episodes SET turns = (
     WHERE EXISTS (SELECT 1 FROM turns t WHERE t.episode_id = episodes.id);
 """
 
-MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS]
+V5_REALTASKS = """
+-- A verdict graded as the task's own harness grades it, although the tests ran agent-written
+-- code where it could forge the result (docs/realtasks.md): counted apart, excludable.
+ALTER TABLE episodes ADD COLUMN forgeable INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE episodes ADD COLUMN forgeable_evidence TEXT;  -- the first file:line: what, and a count
+ALTER TABLE segment_runs ADD COLUMN forgeable INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS, V5_REALTASKS]
 SCHEMA_VERSION = len(MIGRATIONS)

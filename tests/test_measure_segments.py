@@ -155,7 +155,12 @@ def exported(run):
     assert result.returncode == 0, result.stderr
     doc = result.json()
     eid = run["episode"]["id"]
-    assert doc == {"job_dir": str(out / "segs-job"), "trials": 1, "episodes": [eid]}
+    assert doc == {
+        "job_dir": str(out / "segs-job"),
+        "trials": 1,
+        "episodes": [eid],
+        "forgeable": [],
+    }
     trial = out / "segs-job" / f"batch-pipeline__{eid}"
     return {"job_dir": out / "segs-job", "trial": trial}
 
@@ -322,7 +327,7 @@ def test_import_of_a_folder_without_trials_says_so(tmp_path: Path) -> None:
     empty.mkdir()
     result = run_cli(["import", "harbor", str(empty)], tmp_path / "x.db")
     assert result.returncode == 1
-    assert f"{empty}: no trial folder (agent/trajectory.json) found" in result.stderr
+    assert f"{empty}: no trial folder (a result.json of a Harbor trial" in result.stderr
 
 
 def test_training_rows_hold_only_the_passing_segment(run) -> None:

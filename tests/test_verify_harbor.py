@@ -168,13 +168,29 @@ def test_missing_module_and_agent_code(app, write_tests, toolchain):
         }
     )
     image = app("0", agent="echo 'echo 42' > /app/solve.sh")
-    refused = run_harbor_verifier(spec(image, runs_agent), toolchain=toolchain)
-    assert refused.error_code == "agent_code" and not refused.passed
-    assert refused.risk == (
+    # Graded as Harbor grades it, and marked: the agent's script could write the reward.
+    graded = run_harbor_verifier(spec(image, runs_agent), toolchain=toolchain)
+    assert graded.ok and graded.passed and graded.forgeable
+    assert graded.risk == (
         "test_outputs.py:4: runs agent-writable code '/app/solve.sh' via subprocess.run()",
     )
-    accepted = run_harbor_verifier(spec(image, runs_agent), accept_risk=True, toolchain=toolchain)
-    assert accepted.passed and accepted.risk == refused.risk
+    # A module imported from a folder the tests put on sys.path is the agent's, not missing.
+    imports_agent = write_tests(
+        {
+            "test.sh": TEST_SH,
+            "test_outputs.py": """
+                import sys
+                sys.path.insert(0, "/app")
+                from answer import VALUE
+                def test_value():
+                    assert VALUE == 42
+            """,
+        }
+    )
+    image = app("0", agent="echo 'VALUE = 42' > /app/answer.py")
+    graded = run_harbor_verifier(spec(image, imports_agent), toolchain=toolchain)
+    assert graded.ok and graded.passed and graded.forgeable
+    assert "imports 'answer' from a folder the tests put on sys.path ('/app')" in graded.risk[1]
 
 
 FORGE = """

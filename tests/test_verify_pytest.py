@@ -211,14 +211,17 @@ def test_tests_that_start_agent_programs_are_graded_with_the_risk_recorded(
     )
     image = snapshot("printf 'echo 42\\n' > solve.sh")
     verdict = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
-    assert verdict.complete
+    # A program runs apart from the signed runner: it cannot forge the record.
+    assert verdict.complete and not verdict.forgeable
     assert verdict.risk == (
         "test_final_state.py:4: runs agent-writable code '/home/user/solve.sh' via "
         "subprocess.run()",
     )
 
 
-def test_tests_that_import_agent_code_are_refused_unless_accepted(snapshot, write_tests, toolchain):
+def test_tests_that_import_agent_code_are_graded_and_marked_forgeable(
+    snapshot, write_tests, toolchain
+):
     tests = write_tests(
         {
             "test_final_state.py": """
@@ -231,11 +234,11 @@ def test_tests_that_import_agent_code_are_refused_unless_accepted(snapshot, writ
         }
     )
     image = snapshot("printf 'ANSWER = 42\\n' > helper.py")
-    refused = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
-    assert refused.error_code == "agent_code"
-    assert refused.risk and all("test_final_state.py:" in line for line in refused.risk)
-    accepted = run_pytest_verifier(spec(image, tests), accept_risk=True, toolchain=toolchain)
-    assert accepted.complete and accepted.risk == refused.risk
+    verdict = run_pytest_verifier(spec(image, tests), toolchain=toolchain)
+    assert verdict.complete and verdict.forgeable
+    assert verdict.risk and all("test_final_state.py:" in line for line in verdict.risk)
+    why = "imports 'helper' from a folder the tests put on sys.path"
+    assert any(why in line for line in verdict.risk)
 
 
 def test_spec_for_a_task(tmp_path):

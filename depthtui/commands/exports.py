@@ -142,10 +142,22 @@ def export_harbor(
         job_dir = write_job(store.conn, ids, out, job_name)
     except OSError as exc:
         fail(f"cannot write under {out}: {exc}")
+    forgeable = _forgeable(store, ids)
     if json_out:
-        print_json({"job_dir": str(job_dir), "trials": len(ids), "episodes": ids})
+        print_json(
+            {"job_dir": str(job_dir), "trials": len(ids), "episodes": ids, "forgeable": forgeable}
+        )
         return
-    console.print(f"wrote {len(ids)} trial(s) to {job_dir}", highlight=False)
+    apart = f" ({len(forgeable)} forgeable by agent code)" if forgeable else ""
+    console.print(f"wrote {len(ids)} trial(s) to {job_dir}{apart}", highlight=False)
+
+
+def _forgeable(store: Store, ids: list[int]) -> list[int]:
+    """Of these episodes, those graded on tests that ran agent code where it could forge the
+    grade (marked in each trial's agent_result.metadata and the job's config.json)."""
+    marks = ",".join("?" for _ in ids) or "NULL"
+    sql = f"SELECT id FROM episodes WHERE forgeable = 1 AND id IN ({marks}) ORDER BY id"
+    return [row[0] for row in store.conn.execute(sql, ids)]
 
 
 @export_app.command(
@@ -196,9 +208,12 @@ def export_training(
 
 @import_app.command(
     "harbor",
-    help="Import Harbor trial folders (agent/trajectory.json in ATIF, result.json) into the "
-    "store. Each PATH is a trial folder, a job folder or a folder of jobs. Importing the same "
-    "trial again reuses it. Exits 1 when any trial could not be read.",
+    help="Import Harbor trial folders (result.json, and agent/trajectory.json in ATIF 1.2 to "
+    "1.7 where the agent wrote one) into the store. Each PATH is a trial folder, a job folder "
+    "or a folder of jobs, as Harbor 0.26 writes them; a trial without a trajectory (oracle, "
+    "nop, installed agents) comes in with its result, reward, timings and verifier output, and "
+    "no turns. Importing the same trial again reuses it. Exits 1 when any trial could not be "
+    "read.",
 )
 def import_harbor(
     paths: Annotated[
@@ -211,7 +226,7 @@ def import_harbor(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    from engine.analysis.exports import import_harbor as read_trials
+    from engine.analysis.harbor_import import import_harbor as read_trials
 
     store = open_store(db)
     imported: list[int] = []

@@ -134,6 +134,20 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
     if report["checks"]:
         good = sum(1 for c in report["checks"] if c["ok"])
         console.print(f"check: {good}/{len(report['checks'])} task(s) check out.")
+    forge = report["forgeable"]
+    if forge["tasks"]:
+        state = (
+            "left out of every figure above (--exclude-forgeable)"
+            if forge["excluded"]
+            else "counted above; leave them out with --exclude-forgeable"
+        )
+        console.print(
+            f"Forgeable by agent code: {forge['runs']} run(s) on {len(forge['tasks'])} task(s) "
+            f"whose tests run agent-written code where it could forge the grade "
+            f"({', '.join(forge['tasks'][:5])}{', ...' if len(forge['tasks']) > 5 else ''}); "
+            f"{state}.",
+            highlight=False,
+        )
     if not (measured or report["models"] or report["safety"] or report["checks"]):
         console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
 
@@ -199,6 +213,14 @@ def report(
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Also write the figures (PNG and SVG) here.")
     ] = None,
+    exclude_forgeable: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-forgeable",
+            help="Leave out tasks whose tests run agent-written code where it could forge the "
+            "grade (graded as their own harness grades them, and counted apart otherwise).",
+        ),
+    ] = False,
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -222,7 +244,9 @@ def report(
             if not found:
                 fail(f"--task {key}: no such task or dataset in the store")
             ids += found
-    result = build_report(store.conn, model=model, task_ids=ids)
+    result = build_report(
+        store.conn, model=model, task_ids=ids, exclude_forgeable=exclude_forgeable
+    )
     print_report(result, json_out)
     target = console if not json_out else None
     if out is not None:

@@ -63,8 +63,10 @@ AcceptRiskOpt = Annotated[
     bool,
     typer.Option(
         "--accept-risk",
-        help="Grade tasks whose tests import or run agent-written code (the agent could forge "
-        "its grade); refused otherwise.",
+        help="validate and episodes: admit tasks whose tests import or run agent-written code "
+        "to the recovery bench (excluded otherwise). Every verb grades such tasks as their own "
+        "harness does and marks each verdict forgeable by agent code (see `report "
+        "--exclude-forgeable`).",
     ),
 ]
 

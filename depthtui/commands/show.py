@@ -37,6 +37,8 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
         oracle = latest.get((task_id, "oracle")) if task["work"] is not None else None
         nop = latest.get((task_id, "nop"))
         problems = [] if task["work"] is not None else [NO_REFERENCE]
+        # A GUI, a sidecar service, the network...: never "ok" here, whatever the runs say.
+        problems += task["needs"]
         runs = [("no-op", nop)] if task["work"] is None else [("reference", oracle), ("no-op", nop)]
         errors: dict[str, list[str]] = {}
         for name, e in runs:
@@ -72,6 +74,8 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "ok": not problems,
                 "problems": problems,
                 "episodes": [e["id"] for e in (oracle, nop) if e],
+                # Graded although the tests run agent code that could forge the grade.
+                "forgeable": any(bool(e["forgeable"]) for e in (oracle, nop) if e),
             }
         )
     return rows
@@ -135,7 +139,8 @@ def print_check_results(store: Store, job_id: int, json_out: bool) -> list[dict[
             "?" if r["W"] is None else str(r["W"]),
             _run_mark(r["reference_passed"], r["reference_outcome"], "passes", "fails"),
             _run_mark(r["noop_failed"], r["noop_outcome"], "fails", "PASSES"),
-            "[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]",
+            ("[green]ok[/]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/]")
+            + (" [yellow](forgeable by agent code)[/]" if r["forgeable"] else ""),
         )
     console.print(table)
     good = sum(r["ok"] for r in rows)

@@ -62,6 +62,7 @@ def import_tasks(
         imported = import_paths(store, paths)
     tasks, infos, errors = imported.tasks, imported.datasets, imported.errors
     warned = [t for t in tasks if t.warnings]
+    needy = [t for t in tasks if t.needs]
     if json_out:
         print_json(
             {
@@ -72,6 +73,8 @@ def import_tasks(
                     for e in errors
                 ],
                 "warnings": {t.id: list(t.warnings) for t in warned},
+                # Loaded, but one offline container cannot give them what they need.
+                "needs": {t.id: list(t.needs) for t in needy},
             }
         )
     else:
@@ -79,6 +82,15 @@ def import_tasks(
             where = _short(error.folder) if error.folder is not None else _short(error.path)
             err_console.print(
                 Text.assemble(("✗ ", "bold red"), (where, "bold"), "\n  ", _short_message(error))
+            )
+        for task in needy:
+            err_console.print(
+                Text.assemble(
+                    ("! ", "bold yellow"),
+                    (task.id, "bold"),
+                    " cannot be measured here: ",
+                    "; ".join(task.needs),
+                )
             )
         summary = Text.assemble(
             ("Imported ", ""),

@@ -149,6 +149,26 @@ def trajectory(
     }
 
 
+def _text(value: Any) -> str:
+    """A message or observation as text: a string as is; ATIF 1.5+'s content parts joined
+    (text parts verbatim, an image as a placeholder naming its source)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) and "type" in p for p in value):
+        parts = []
+        for part in value:
+            if part["type"] == "text":
+                parts.append(str(part.get("text", "")))
+            else:
+                source = part.get("source") or {}
+                where = source.get("path") or source.get("url") if isinstance(source, dict) else ""
+                parts.append(f"[{part['type']}{': ' + str(where) if where else ''}]")
+        return "\n".join(parts)
+    return json.dumps(value)
+
+
 def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
     """Read an ATIF document into plain rows: {system, segments, turns: [{turn, calls}], model}.
 
@@ -159,6 +179,9 @@ def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
     steps = doc.get("steps")
     if not isinstance(steps, list):
         raise AtifError(f"{where}: field 'steps' must be a list")
+    version = doc.get("schema_version")
+    if version is not None and not str(version).startswith("ATIF-v1."):
+        raise AtifError(f"{where}: schema_version {version!r}; expected ATIF-v1.x (1.2 to 1.7)")
     agent = doc.get("agent") or {}
     out: dict[str, Any] = {
         "session_id": str(doc.get("session_id", "")),
@@ -175,11 +198,7 @@ def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
         if not isinstance(step, dict):
             raise AtifError(f"{where}: steps[{n}] must be an object")
         source = step.get("source")
-        message = step.get("message")
-        if message is None:
-            message = ""
-        if not isinstance(message, str):
-            message = json.dumps(message)
+        message = _text(step.get("message"))
         if source == "system":
             out["system"] = message if not out["system"] else out["system"] + "\n" + message
         elif source == "user":
@@ -203,9 +222,7 @@ def parse(doc: Any, where: str = "trajectory.json") -> dict[str, Any]:
                 result = by_id.get(tc.get("tool_call_id"))
                 if result is None and i < len(results):
                     result = results[i]
-                content = (result or {}).get("content", "")
-                if not isinstance(content, str):
-                    content = json.dumps(content)
+                content = _text((result or {}).get("content", ""))
                 calls.append(
                     {
                         "idx": call_idx,

@@ -40,13 +40,22 @@ PROTOCOLS = ("ladder", "audit")  # the protocol's own estimators, in the order a
 
 
 def build_report(
-    conn: sqlite3.Connection, model: str | None = None, task_ids: list[str] | None = None
+    conn: sqlite3.Connection,
+    model: str | None = None,
+    task_ids: list[str] | None = None,
+    exclude_forgeable: bool = False,
 ) -> dict[str, Any]:
-    """The whole report, or the part about `task_ids` (and `model`)."""
+    """The whole report, or the part about `task_ids` (and `model`). `exclude_forgeable` leaves
+    out the tasks whose verdicts agent code could forge (their tests run it), every figure."""
     tasks = q.tasks(conn, task_ids)
+    forgeable = {k: v for k, v in q.forgeable_counts(conn).items() if k in {t["id"] for t in tasks}}
+    if exclude_forgeable:
+        tasks = [t for t in tasks if t["id"] not in forgeable]
     wanted = {t["id"] for t in tasks}
     by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
     task_rows = [_task_row(t, by_protocol) for t in tasks]
+    for row in task_rows:
+        row["forgeable_runs"] = forgeable.get(row["id"], 0)
     measured = [r for r in task_rows if r["protocol"] is not None]
 
     def episodes(modes: tuple[str, ...], who: str | None = model) -> list[dict]:
@@ -68,6 +77,13 @@ def build_report(
         "search_estimates": _search_estimates(conn, tasks, task_rows),
         "safety": _safety(episodes(("episodes",))),
         "checks": _checks(episodes(("check",), None)),
+        "forgeable": {
+            # Verdicts graded as the task's own harness grades them although its tests ran
+            # agent-written code where it could forge them (docs/realtasks.md).
+            "runs": sum(forgeable.values()),
+            "tasks": sorted(forgeable),
+            "excluded": exclude_forgeable,
+        },
     }
 
 

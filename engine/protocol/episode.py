@@ -108,6 +108,7 @@ class EpisodeResult:
     outcome: str | None = None  # store/vocab.py's OUTCOMES; None while not done
     # The tries of the same run before this one (infrastructure errors), oldest first.
     earlier: tuple[EpisodeResult, ...] = ()
+    forgeable: bool = False  # graded on tests that ran agent code where it could forge the grade
 
     @property
     def ok(self) -> bool:
@@ -133,6 +134,7 @@ class EpisodeResult:
             inventory=tuple(inventory),
             agent_s=float(json.loads(row.get("timings_json") or "{}").get("agent", 0.0)),
             outcome=row.get("outcome"),
+            forgeable=bool(row.get("forgeable")),
         )
 
 
@@ -206,8 +208,11 @@ def run_episode(
         if time.monotonic() > deadline or ctx.should_stop():
             raise RuntimeError(f"episode {claim.episode_id} is being run by {claim.owner}")
         time.sleep(BUSY_POLL_S)
-    if claim.state == "done":
-        row = ep.get_episode(ctx.store, claim.episode_id)
+    row = ep.get_episode(ctx.store, claim.episode_id) if claim.state == "done" else None
+    if claim.state == "done" and _policy_refusal(row):
+        claim = _supersede(ctx, claim.episode_id, run_key, fields)
+        row = ep.get_episode(ctx.store, claim.episode_id) if claim.state == "done" else None
+    if claim.state == "done" and row is not None:
         ctx.progress(ProgressEvent(task.id, "reused", claim.episode_id, label))
         return EpisodeResult.from_row(row, True, _inventory(ctx.store, claim.episode_id))
 
@@ -538,6 +543,7 @@ class _Runner:
                 verifier_output=grade.output[-8000:],
                 error_kind=grade.error_kind,
                 error_detail=grade.error_detail,
+                forgeable=bool(grade.forgeable),
                 duration_s=time.monotonic() - started,
             )
             if grade.results:
@@ -709,7 +715,6 @@ class _Runner:
                 self.task,
                 idx,
                 self.contract,
-                self.spec.accept_risk,
                 self.ctx.job_id,
                 self.eid,
                 meanwhile=self._close_container if last else None,
@@ -807,6 +812,7 @@ class _Runner:
             "error_detail": (error_detail or "")[:4000] or None,
             "outcome": vocab.classify(passed, error_kind, error_detail),
             "final_changes_json": {k: sorted(set(v)) for k, v in final_changes.items()},
+            **_forgeable(grades),
         }
 
     def _without_agent(self, idx: int) -> str | None:
@@ -821,7 +827,6 @@ class _Runner:
                 idx,
                 self.image_tag,
                 self.contract,
-                self.spec.accept_risk,
                 self.ctx.job_id,
                 self.eid,
                 agent=(self.sandbox.agent_uid, self.sandbox.agent_gid) if self.sandbox else None,
@@ -851,6 +856,8 @@ class Grade:
     output: str
     error_kind: str | None = None
     error_detail: str | None = None
+    # The tests ran agent code where it could forge this grade (evidence: file:line: what).
+    forgeable: tuple[str, ...] = ()
 
 
 def grade_sandbox(
@@ -858,7 +865,6 @@ def grade_sandbox(
     task: Task,
     idx: int,
     contract: dict[str, Any] | None,
-    accept_risk: bool,
     job_id: int | None,
     episode_id: int,
     meanwhile: Callable[[], None] | None = None,
@@ -878,7 +884,6 @@ def grade_sandbox(
             idx,
             image,
             contract,
-            accept_risk,
             job_id,
             episode_id,
             agent=(sandbox.agent_uid, sandbox.agent_gid),
@@ -894,7 +899,6 @@ def grade_snapshot(
     idx: int,
     image: str,
     contract: dict[str, Any] | None,
-    accept_risk: bool,
     job_id: int | None,
     episode_id: int,
     agent: tuple[int, int] | None = None,
@@ -919,7 +923,6 @@ def grade_snapshot(
                 **({"uid": agent[0], "gid": agent[1]} if agent else {}),
             ),
             inventory,
-            accept_risk=accept_risk,
         )
         return Grade(
             passed=verdict.complete,
@@ -930,9 +933,10 @@ def grade_snapshot(
             output=verdict.output,
             error_kind=verdict.error_kind,
             error_detail=verdict.error_detail,
+            forgeable=verdict.risk if verdict.forgeable else (),
         )
     verdict = harbor_verifier.run_harbor_verifier(
-        harbor_verifier.spec_for(task, idx, image, labels=labels), accept_risk=accept_risk
+        harbor_verifier.spec_for(task, idx, image, labels=labels)
     )
     return Grade(
         passed=verdict.passed,
@@ -943,7 +947,20 @@ def grade_snapshot(
         output=verdict.output,
         error_kind=verdict.error_kind,
         error_detail=verdict.error_detail,
+        forgeable=verdict.risk if verdict.forgeable else (),
     )
+
+
+def _forgeable(grades: Sequence[Grade]) -> dict[str, Any]:
+    """The episode's mark: any segment graded on tests that ran agent code where it could forge
+    the grade."""
+    evidence = [line for g in grades for line in g.forgeable]
+    # The line naming the agent's module or program first; "changes sys.path" says less.
+    evidence.sort(key=lambda line: "sys.path" in line and "imports '" not in line)
+    if not evidence:
+        return {"forgeable": False, "forgeable_evidence": None}
+    more = f" (and {len(evidence) - 1} more)" if len(evidence) > 1 else ""
+    return {"forgeable": True, "forgeable_evidence": (evidence[0] + more)[:1000]}
 
 
 def _segment_limits(limits: EpisodeLimits, task_limit_s: float | None) -> EpisodeLimits:
@@ -955,6 +972,26 @@ def _segment_limits(limits: EpisodeLimits, task_limit_s: float | None) -> Episod
 
 def _slug(task_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
+
+
+def _policy_refusal(row: dict[str, Any] | None) -> bool:
+    """A run stored by an older depthtui that refused to grade tests running agent code: a
+    grading policy, not what the agent did, so a rerun grades it rather than reusing it."""
+    return bool(
+        row
+        and row["error_kind"] == "verifier"
+        and (row["error_detail"] or "").startswith("agent_code:")
+    )
+
+
+def _supersede(ctx: RunContext, episode_id: int, run_key: str, fields: dict[str, Any]) -> Any:
+    # Kept (its turns too) but no longer the run's record, so the run is claimed afresh.
+    with ctx.store.tx() as conn:
+        conn.execute(
+            "UPDATE episodes SET status = 'superseded' WHERE id = ? AND status = 'done'",
+            (episode_id,),
+        )
+    return queue.claim_episode(ctx.store, run_key, ctx.owner, fields, owner_alive=ctx.owner_alive)
 
 
 class _Interrupted(Exception):

@@ -260,7 +260,6 @@ class _Audit:
                         self.task,
                         last,
                         draft,
-                        self.accept_risk,
                         self.ctx.job_id,
                         state.episode_id,
                     )

@@ -23,10 +23,11 @@ import posixpath
 import re
 import shlex
 
-from engine.tasks.dockerfile import Heredoc, Instruction, instructions
+from engine.tasks.dockerfile import HEREDOC_MARKER, Heredoc, Instruction, instructions
 
 _CACHE_MOUNT = re.compile(r"^--mount=(?:[^ ]*,)?type=cache(?:,[^ ]*)?$")
-_MARKER = re.compile(r"^<<-?([\"']?)([A-Za-z_][\w.-]*)\1$")
+# A COPY source once its marker is written plainly (see _plain_markers).
+_MARKER = re.compile(r"^<<-?[A-Za-z_][\w.-]*$")
 SCRIPT_FILE = "/tmp/.depthtui-heredoc"
 
 
@@ -71,7 +72,7 @@ def _leading_flags(args: str) -> tuple[list[str], str]:
 
 
 def _run_script(command: str, docs: tuple[Heredoc, ...]) -> str:
-    only = _MARKER.match(command.strip())
+    only = HEREDOC_MARKER.fullmatch(command.strip())
     if only and len(docs) == 1:
         body = docs[0].body
         if docs[0].strip_tabs:
@@ -93,7 +94,7 @@ def _eval(script: str) -> str:
 
 def _copy(ins: Instruction) -> str | None:
     try:
-        words = shlex.split(ins.args)
+        words = shlex.split(_plain_markers(ins.args))
     except ValueError:
         return None
     flags = [w for w in words if w.startswith("--")]
@@ -117,9 +118,10 @@ def _copy(ins: Instruction) -> str | None:
         # shlex took the quotes off the source word; the heredoc keeps the author's quoting.
         quote = "'" if doc.quoted else ""
         marker = f"{'-' if doc.strip_tabs else ''}{quote}{doc.delimiter}{quote}"
+        # BuildKit expands only variables in an unquoted COPY body, never commands.
+        body = doc.body if doc.quoted else _no_commands(doc.body)
         steps.append(
-            f'mkdir -p "$(dirname {quoted})" && cat > {quoted} <<{marker}\n'
-            f"{doc.body}{doc.delimiter}\n"
+            f'mkdir -p "$(dirname {quoted})" && cat > {quoted} <<{marker}\n{body}{doc.delimiter}\n'
         )
         if options.get("chown"):
             steps.append(f"chown {shlex.quote(options['chown'])} {quoted}\n")
@@ -127,6 +129,18 @@ def _copy(ins: Instruction) -> str | None:
             steps.append(f"chmod {shlex.quote(options['chmod'])} {quoted}\n")
     script = "set -e\n" + "".join(steps)
     return "RUN " + _eval(script)
+
+
+def _plain_markers(args: str) -> str:
+    """`COPY << 'EOF' /x` as `COPY <<EOF /x`: one word per marker (the quoting is kept on the
+    Heredoc itself)."""
+    return HEREDOC_MARKER.sub(
+        lambda m: "<<" + m.group(1) + next(g for g in m.groups()[1:] if g), args
+    )
+
+
+def _no_commands(body: str) -> str:
+    return re.sub(r"(?<!\\)(\$\(|`)", r"\\\1", body)
 
 
 def _b64(text: str) -> str:

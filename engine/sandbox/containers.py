@@ -553,11 +553,14 @@ def start_sandbox(
         init=True,
         binds=volumes or None,
     )
+    entrypoint = _image_entrypoint(client, image)
     try:
         created = client.api.create_container(
             image,
-            entrypoint=SLEEPER[:1],
-            command=SLEEPER[1:],
+            # As Harbor does: the image's ENTRYPOINT stays and runs the sleeper as its command
+            # (one that ends in `exec "$@"`); without one, the sleeper is the entrypoint.
+            entrypoint=None if entrypoint else SLEEPER[:1],
+            command=SLEEPER if entrypoint else SLEEPER[1:],
             user="0",
             labels=all_labels,
             environment=dict(task.environment.env) or None,
@@ -572,11 +575,55 @@ def start_sandbox(
     sandbox = DockerSandbox(client, container_id, task, limits)
     try:
         client.api.start(container_id)
+        if entrypoint:
+            _await_sleeper(sandbox, entrypoint)
         _prepare(sandbox)
     except BaseException:
         sandbox.close()
         raise
     return sandbox
+
+
+# How long an image's ENTRYPOINT may take to reach `exec "$@"` (it may start a service first).
+ENTRYPOINT_WAIT_S = 30.0
+# Finds the running sleeper; the bracket keeps the search from finding its own command line.
+_FIND_SLEEPER = ["/bin/sh", "-c", "grep -l 'do slee[p] 86400' /proc/[0-9]*/cmdline 2>/dev/null"]
+
+
+def _image_entrypoint(client: docker.DockerClient, image: str) -> list[str]:
+    try:
+        config = client.api.inspect_image(image).get("Config") or {}
+    except docker.errors.ImageNotFound:
+        return []  # create_container says so in its own words
+    entrypoint = list(config.get("Entrypoint") or [])
+    # A snapshot of one of our containers carries our own sleeper as its entrypoint.
+    return [] if entrypoint == SLEEPER[:1] else entrypoint
+
+
+def _await_sleeper(sandbox: DockerSandbox, entrypoint: list[str]) -> None:
+    """Wait until the image's entrypoint has handed over to the sleeper. One that exits first is
+    the task's error, named with what it printed. One that never hands over but keeps running
+    is left running (the harness only needs the container up)."""
+    deadline = time.monotonic() + ENTRYPOINT_WAIT_S
+    while time.monotonic() < deadline:
+        state = sandbox.api.inspect_container(sandbox.container_id)["State"]
+        if not state.get("Running"):
+            raw = sandbox.api.logs(sandbox.container_id, tail=15)
+            said = " ".join(raw.decode("utf-8", "replace").split())[-400:]
+            raise SandboxError(
+                "entrypoint",
+                f"the image's ENTRYPOINT {_show(entrypoint)} exited with code "
+                f"{state.get('ExitCode')} before running its command (the task's image must "
+                f'keep running `sleep` as Harbor runs it: end the entrypoint in exec "$@")'
+                + (f"; it printed: {said}" if said else ""),
+            )
+        try:
+            found = sandbox.exec_root(_FIND_SLEEPER, timeout=10.0)
+        except SandboxError:
+            continue  # the container stopped meanwhile: the next look says how
+        if found.exit_code == 0:
+            return
+        time.sleep(0.1)
 
 
 def _prepare(sandbox: DockerSandbox) -> None:

@@ -14,8 +14,13 @@ from dataclasses import dataclass
 LOCAL_IMAGE_PREFIXES = ("depthtui/",)
 
 
-# A heredoc marker (BuildKit syntax, in RUN, COPY and ADD): `<<EOF`, `<<-EOF`, `<<'EOF'`.
-_HEREDOC = re.compile(r"(?<![<\w])<<(-?)([\"']?)([A-Za-z_][\w.-]*)\2")
+# A heredoc marker (BuildKit syntax, in RUN, COPY and ADD): `<<EOF`, `<<-EOF`, `<<'EOF'`,
+# `<<"EOF"`, `<<\EOF`, with or without blanks after the operator (`cat << 'EOF' > file`, as the
+# shell reads it). `<<<` (a here-string) and `1 << 3` (a shift: no name) are not markers.
+_NAME = r"[A-Za-z_][\w.-]*"
+HEREDOC_MARKER = re.compile(
+    rf"(?<![<\w])<<(-?)[ \t]*(?:\"({_NAME})\"|'({_NAME})'|\\({_NAME})|({_NAME})(?![\w\"']))"
+)
 HEREDOC_KEYWORDS = ("RUN", "COPY", "ADD")
 
 
@@ -83,12 +88,13 @@ def instructions(text: str) -> list[Instruction]:
 def _heredocs(keyword: str, args: str, lines: list[str], i: int) -> tuple[tuple[Heredoc, ...], int]:
     """The heredocs an instruction opens, read from lines[i:], and the index after them. Only
     markers whose delimiter line exists count: anything else is left to Docker to reject."""
-    if keyword not in HEREDOC_KEYWORDS:
-        return (), i
+    if keyword not in HEREDOC_KEYWORDS or args.lstrip().startswith("["):
+        return (), i  # the exec (JSON) form has no heredocs
     first = i
     docs: list[Heredoc] = []
-    for match in _HEREDOC.finditer(args):
-        strip_tabs, quoted, delimiter = match.group(1) == "-", bool(match.group(2)), match.group(3)
+    for match in HEREDOC_MARKER.finditer(args):
+        strip_tabs, delimiter = match.group(1) == "-", next(g for g in match.groups()[1:] if g)
+        quoted = match.group(5) is None
         body: list[str] = []
         for j in range(i, len(lines)):
             candidate = lines[j].rstrip("\r\n")

@@ -28,6 +28,7 @@ from engine.tasks.model import (
     Task,
     TaskError,
 )
+from engine.tasks.needs import find_needs
 
 PRIVATE = (
     "task.json",
@@ -68,7 +69,8 @@ def load(folder: Path, dataset: str) -> Task:
     def_text = read_text(def_path, "an Apptainer definition")
     try:
         defn = apptainer.parse_definition(def_text)
-        dockerfile_text, warnings = apptainer.to_dockerfile(defn, "container.def")
+        owner = apptainer.HomeOwner(DEFAULT_HOME, DEFAULT_USER, DEFAULT_UID)
+        dockerfile_text, warnings = apptainer.to_dockerfile(defn, "container.def", owner)
     except apptainer.ApptainerError as exc:
         raise TaskError(def_path, str(exc)) from exc
     image, _ = apptainer.base_image(defn)
@@ -131,4 +133,5 @@ def load(folder: Path, dataset: str) -> Task:
         name=name if isinstance(name, str) and name else folder.name,
         metadata=metadata,
         warnings=tuple(warnings),
+        needs=find_needs(dockerfile=("container.def", def_text)),
     )

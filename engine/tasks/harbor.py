@@ -37,6 +37,7 @@ from engine.tasks.model import (
     Task,
     TaskError,
 )
+from engine.tasks.needs import find_needs
 
 _HEALTHCHECK = {
     k: None
@@ -652,4 +653,28 @@ def load(folder: Path, dataset: str) -> Task:
         reward_strategy=strategy,  # type: ignore[arg-type]
         metadata=metadata,
         warnings=tuple(warnings),
+        needs=_needs(folder, env_table, env, segments),
+    )
+
+
+def _needs(folder: Path, env_table: Fields, env: Environment, segments: list[Segment]) -> tuple:
+    """What the task needs beyond one offline container (engine/tasks/needs.py)."""
+    compose = _compose(folder / "environment")
+    services: list[str] = []
+    if compose is not None:
+        import yaml
+
+        doc = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+        services = [k for k in (doc.get("services") or {}) if k != "main"]
+    dockerfile = None
+    if env.dockerfile is not None and env.dockerfile.is_file():
+        dockerfile = (_rel(env.dockerfile, folder), env.dockerfile.read_text(errors="replace"))
+    script = next((s.solution_script for s in segments if s.solution_script), None)
+    return find_needs(
+        dockerfile=dockerfile,
+        services=services,
+        compose_name=compose.name if compose is not None else "docker-compose.yaml",
+        environment=env_table.data,
+        network_allowed=env.allow_internet,
+        solution=("solution/solve.sh", script) if script else None,
     )

@@ -127,6 +127,9 @@ class Task:
     metadata: dict = field(default_factory=dict)
     # Things a user should know but that do not stop the task from loading.
     warnings: tuple[str, ...] = ()
+    # What one offline container cannot give the task ("needs a GUI (...)"; engine/tasks/needs.py):
+    # it loads, but cannot be measured here.
+    needs: tuple[str, ...] = ()
 
     @property
     def multi_segment(self) -> bool:

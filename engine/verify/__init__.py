@@ -3,9 +3,9 @@
 - toolchain.py: where the relocatable Python + pytest toolchain lives (docker/toolchain.sh
   builds it), `load_toolchain()`, `toolchain_dir()`.
 - runner.py: the pytest runner that runs inside the container (signed record protocol).
-- pytest_verifier.py: `run_pytest_verifier(PytestSpec, inventory, accept_risk=...) -> Verdict`,
+- pytest_verifier.py: `run_pytest_verifier(PytestSpec, inventory) -> Verdict`,
   `spec_for(task, segment_idx, image)`.
-- harbor_verifier.py: `run_harbor_verifier(HarborSpec, accept_risk=...) -> HarborVerdict`,
+- harbor_verifier.py: `run_harbor_verifier(HarborSpec) -> HarborVerdict`,
   `spec_for(task, segment_idx, image)`; preamble.py makes test.sh run offline; rewards.py reads
   reward files, gates on min_reward and combines steps.
 - verdict.py: Verdict/TestResult and the fail-closed rules; outcome.py: reward and safe

@@ -1,10 +1,11 @@
-"""Find tests that import or execute agent-written code (docs/verifier.md, "The known hole").
+"""Find tests that import or execute agent-written code (docs/realtasks.md, docs/verifier.md).
 
 The runner's record is signed, but code that runs inside the runner (a module the tests import
 from the agent's home, a file they exec) can read the secret and forge a pass; code the tests
 start as a program runs as the agent's uid next to the runner. Either way the grade then rests on
-the agent's code, so such tasks are flagged with the evidence (file:line) and refused for safe
-grading unless the user accepts the risk.
+the agent's code, so such verdicts are graded as the task's harness grades them and marked
+forgeable with the evidence (file:line); the recovery bench admits such tasks only when the user
+accepts the risk.
 
 Static analysis of the test files (Python AST, plus the shell lines of test.sh), so it is a
 heuristic: it reports what it can see and names it; a command built at run time from data it
@@ -93,7 +94,8 @@ SYS_PATH_ATTRS = ("sys.path", "sys.meta_path", "sys.path_hooks")
 class Evidence:
     file: str
     line: int
-    kind: str  # import | exec | sys_path | program
+    # import | agent_import (from a folder the tests put on sys.path) | exec | sys_path | program
+    kind: str
     detail: str
     # True when the code would run inside the test process itself (where it could reach the
     # runner's secret); False for a separate program the tests start.
@@ -184,6 +186,7 @@ class _Scanner(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> dotted origin
         self.strings: dict[str, list[str]] = {}  # variable -> string constants assigned to it
         self.found: list[Evidence] = []
+        self.sys_paths: list[str] = []  # folders the file puts on sys.path, where constant
 
     def add(
         self, node: ast.AST, kind: str, detail: str, in_process: bool, target: str = ""
@@ -252,6 +255,8 @@ class _Scanner(ast.NodeVisitor):
         owner = name.rpartition(".")[0]
         if owner in SYS_PATH_ATTRS:
             self.add(node, "sys_path", f"calls {name}() (imports may then load agent code)", True)
+            for arg in node.args:
+                self.sys_paths += [c for c in _constants(arg, self.strings) if c.startswith("/")]
         elif name in IN_PROCESS_CALLS:
             if name.startswith(("pickle.", "marshal.")) and _only_literal_bytes(node):
                 return
@@ -443,7 +448,30 @@ def scan_python(
         return []
     scanner = _Scanner(name, frozenset(local_modules), roots)
     scanner.visit(tree)
-    return scanner.found
+    return _agent_imports(scanner.found, scanner.sys_paths)
+
+
+def _agent_imports(found: list[Evidence], sys_paths: list[str]) -> list[Evidence]:
+    """In a file that puts folders on sys.path (`sys.path.insert(0, "/app")`), the modules it
+    imports from outside the standard library and pytest are what those folders hold: the
+    agent's code (Terminal-Bench's usual shape), not a package the trusted pytest lacks."""
+    if not any(e.kind == "sys_path" for e in found):
+        return found
+    where = ", ".join(repr(p) for p in dict.fromkeys(sys_paths)) or "a folder named at run time"
+    return [
+        Evidence(
+            e.file,
+            e.line,
+            "agent_import",
+            f"imports '{e.target}' from a folder the tests put on sys.path ({where}): "
+            "agent-written code runs in the test process",
+            True,
+            e.target,
+        )
+        if e.kind == "import" and e.target
+        else e
+        for e in found
+    ]
 
 
 def scan_shell(name: str, source: str, *, roots: Sequence[str] = ()) -> list[Evidence]:
@@ -453,7 +481,11 @@ def scan_shell(name: str, source: str, *, roots: Sequence[str] = ()) -> list[Evi
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        program = agent_program(_split(stripped), roots)
+        # The line itself, and the commands it runs inside $(...) and `...` (`out="$(./x.sh)"`).
+        inner = re.findall(r"\$\(([^()]*)\)", stripped) + re.findall(r"`([^`]*)`", stripped)
+        program = next(
+            (p for p in (agent_program(_split(c), roots) for c in (stripped, *inner)) if p), None
+        )
         if program:
             detail = f"runs agent-writable code '{program}'"
             found.append(Evidence(name, number, "program", detail, False, program))

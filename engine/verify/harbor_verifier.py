@@ -58,7 +58,7 @@ class HarborVerdict:
     error_detail: str | None = None
     output: str = ""  # tail of test-stdout.txt
     changes: tuple[str, ...] = ()  # what the offline rewrite of test.sh changed
-    risk: tuple[str, ...] = ()
+    risk: tuple[str, ...] = ()  # agent code the tests run (file:line: what)
     exit_code: int | None = None  # test.sh's; recorded, never used to grade
     toolchain_sha256: str = ""
     duration_s: float = 0.0
@@ -66,6 +66,12 @@ class HarborVerdict:
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    @property
+    def forgeable(self) -> bool:
+        """Agent code ran where it could write the reward: the verdict is Harbor's, graded as
+        Harbor grades it, but the agent could have forged it."""
+        return bool(self.risk)
 
 
 def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> HarborSpec:
@@ -113,12 +119,13 @@ def _error(code: str, detail: str, **extra: object) -> HarborVerdict:
 def run_harbor_verifier(
     spec: HarborSpec,
     *,
-    accept_risk: bool = False,
     client: docker.DockerClient | None = None,
     toolchain: Toolchain | None = None,
 ) -> HarborVerdict:
     """Run the task's test.sh against snapshot `spec.image` and read its reward. Never raises
-    for what happens in the container; every failure is a verdict with error_kind "verifier"."""
+    for what happens in the container; every failure is a verdict with error_kind "verifier".
+    Tests that run agent-written code are graded as Harbor grades them, and the verdict says
+    it is forgeable (`risk` holds the evidence)."""
     if "test.sh" not in spec.tests:
         return _error("no_test_sh", "the task has no tests/test.sh")
     try:
@@ -140,14 +147,6 @@ def run_harbor_verifier(
                 changes=changes,
             )
     risk = _risk({**sources, "test.sh": rewrite.script.encode()}, spec)
-    if risk.flagged and not accept_risk:
-        return _error(
-            "agent_code",
-            "the tests execute agent-written code, which could write the reward itself: "
-            f"{risk.summary()}; grade it anyway only with accept_risk=True",
-            changes=changes,
-            risk=risk.lines(),
-        )
     try:
         tc = toolchain or load_toolchain()
     except ToolchainError as exc:
@@ -257,7 +256,8 @@ def _missing_modules(sources: Mapping[str, bytes]) -> list[str]:
 
 
 def _risk(sources: Mapping[str, bytes], spec: HarborSpec) -> RiskReport:
-    """Agent code the tests run. Imports are judged by _missing_modules instead: under the
-    trusted pytest a module outside it cannot load at all."""
+    """Agent code the tests run. Other imports are judged by _missing_modules instead: under
+    the trusted pytest a module outside it cannot load at all, unless the tests put the folder
+    holding it on sys.path (then it is the agent's: kind agent_import)."""
     report = scan_tests(sources, home=spec.home, workdir=spec.workdir)
     return RiskReport(tuple(e for e in report.evidence if e.kind != "import"))

@@ -21,7 +21,7 @@ import docker
 
 from engine.sandbox.base import SandboxError
 from engine.tasks.model import DEFAULT_HOME, DEFAULT_UID, Limits, Task
-from engine.verify.agent_code import RiskReport, scan_tests
+from engine.verify.agent_code import scan_tests
 from engine.verify.container import Bind, docker_client, run_once
 from engine.verify.toolchain import MOUNT, RUNNER, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import RunOutput, Verdict, failed_closed, interpret
@@ -74,15 +74,15 @@ def run_pytest_verifier(
     spec: PytestSpec,
     inventory: Sequence[str] | None = None,
     *,
-    accept_risk: bool = False,
     client: docker.DockerClient | None = None,
     toolchain: Toolchain | None = None,
 ) -> Verdict:
     """Grade the snapshot `spec.image` with the hidden tests.
 
     `inventory`: the frozen test inventory (node ids relative to /tests); None on a first
-    validation run, when the inventory becomes what this run executed. Tests that run
-    agent-written code are refused (a verifier error naming the evidence) unless `accept_risk`.
+    validation run, when the inventory becomes what this run executed. Tests that import or exec
+    agent-written code into the test process are graded all the same, and the verdict is marked
+    forgeable (that code could reach the runner and forge its record); `risk` names the evidence.
     Never raises for what happens in the container; Docker or toolchain trouble is a verdict
     with error_kind "verifier" too."""
     python_files = {n: p for n, p in spec.tests.items() if n.endswith(".py")}
@@ -100,9 +100,7 @@ def run_pytest_verifier(
         return failed_closed("tests_unreadable", str(exc))
     # Code imported or exec'd into the test process could reach the runner and forge its
     # record; programs the tests start run apart (the runner is non-dumpable, its record fd is
-    # not inherited) and at worst kill it, which fails closed. Only the first is refused.
-    if risk.in_process and not accept_risk:
-        return refused(risk)
+    # not inherited) and at worst kill it, which fails closed. Only the first is forgeable.
     try:
         tc = toolchain or load_toolchain()
     except ToolchainError as exc:
@@ -154,15 +152,8 @@ def run_pytest_verifier(
         secret,
         inventory,
     )
-    return replace(verdict, risk=risk.lines(), toolchain_sha256=tc.sha256)
-
-
-def refused(risk: RiskReport) -> Verdict:
-    return failed_closed(
-        "agent_code",
-        "the tests import or execute agent-written code, so the agent could forge its grade: "
-        f"{risk.summary()}; grade it anyway only with accept_risk=True",
-        risk=risk.lines(),
+    return replace(
+        verdict, risk=risk.lines(), forgeable=risk.in_process, toolchain_sha256=tc.sha256
     )
 
 

@@ -63,6 +63,9 @@ class Verdict:
     error_code: str | None = None  # short reason: no_record, bad_signature, timeout, ...
     error_detail: str | None = None
     risk: tuple[str, ...] = ()  # evidence that the tests run agent-written code (file:line: what)
+    # Agent code ran inside the test process, where it could forge the record: graded anyway
+    # (as the task's own harness grades it) and marked so.
+    forgeable: bool = False
     output: str = ""  # the tail of what the run printed (stderr), for the user
     toolchain_sha256: str = ""
     duration_s: float = 0.0

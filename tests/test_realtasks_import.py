@@ -1,0 +1,151 @@
+"""`depthtui import harbor` on folders as Harbor 0.26 writes them (tests/fixtures/harbor-jobs):
+a job folder of oracle and nop trials without trajectories, and single trial folders with ATIF
+1.2 and 1.7 trajectories, into a real SQLite store through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from store.db import Store
+from tests.conftest import ROOT
+
+JOBS = ROOT / "tests" / "fixtures" / "harbor-jobs"
+JOB = JOBS / "2026-11-20__10-00-00"
+
+
+def cli(db: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "depthtui", *argv, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+
+
+def rows(db: Path, sql: str, params: tuple = ()) -> list[dict]:
+    with Store(db) as store:
+        return [dict(r) for r in store.query(sql, params)]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory):
+    db = tmp_path_factory.mktemp("import") / "import.db"
+    done = cli(db, "import", "harbor", str(JOBS), "--json")
+    assert done.returncode == 0, done.stderr
+    return db, json.loads(done.stdout)
+
+
+def by_agent(db: Path) -> dict[str, dict]:
+    return {e["agent"]: e for e in rows(db, "SELECT * FROM episodes ORDER BY id")}
+
+
+def test_a_job_folder_and_single_trials_are_all_found(imported) -> None:
+    db, doc = imported
+    assert doc["errors"] == [] and doc["reused"] == [] and len(doc["imported"]) == 4
+    # The job's own result.json and config.json are not trials.
+    assert set(by_agent(db)) == {"oracle", "nop", "openai/gpt-test", "anthropic/claude-test"}
+
+
+def test_trials_without_a_trajectory_keep_result_reward_timings_and_verifier_output(
+    imported,
+) -> None:
+    db, _ = imported
+    episodes = by_agent(db)
+    oracle, nop = episodes["oracle"], episodes["nop"]
+    assert (oracle["task_id"], oracle["mode"], oracle["turns"]) == (
+        "imported/status-counts",
+        "imported",
+        0,
+    )
+    assert (oracle["reward"], oracle["passed"], nop["reward"], nop["passed"]) == (1.0, 1, 0.0, 0)
+    assert oracle["error_kind"] is None and oracle["started_at"] == "2026-11-20T10:00:01.000Z"
+    timings = json.loads(oracle["timings_json"])
+    assert timings == {
+        "trial": 8.35,
+        "environment_setup": 3.5,
+        "agent_setup": 0.1,
+        "agent_execution": 1.5,
+        "verifier": 3.25,
+        "agent": 1.5,
+    }
+    [segment] = rows(db, "SELECT * FROM segment_runs WHERE episode_id = ?", (oracle["id"],))
+    assert segment["verifier_output"] == "pytest: 1 passed\n" and segment["passed"] == 1
+    assert json.loads(segment["rewards_json"]) == {"reward": 1.0}
+    assert rows(db, "SELECT * FROM turns WHERE episode_id = ?", (oracle["id"],)) == []
+
+
+def test_atif_1_2_and_1_7_trajectories_give_their_turns(imported) -> None:
+    db, _ = imported
+    episodes = by_agent(db)
+    old, new = episodes["openai/gpt-test"], episodes["anthropic/claude-test"]
+    assert (old["turns"], old["prompt_tokens"], old["prompt_text"]) == (
+        2,
+        240,
+        "You are a terminal agent.",
+    )
+    [call] = rows(db, "SELECT * FROM calls WHERE episode_id = ?", (old["id"],))
+    assert (
+        call["command"] == "head -3 /app/access.log"
+        and '"GET / HTTP/1.1" 200' in call["observation"]
+    )
+    # 1.7: no session_id, content parts for messages and observations, extra on tool calls.
+    [seg] = rows(db, "SELECT * FROM segment_runs WHERE episode_id = ?", (new["id"],))
+    assert seg["user_message"] == (
+        "Count the HTTP status codes in /app/access.log.\n[image: images/log.png]"
+    )
+    [turn] = rows(db, "SELECT * FROM turns WHERE episode_id = ?", (new["id"],))
+    assert turn["text"] == "Reading the log." and turn["cached_tokens"] == 100
+    [call] = rows(db, "SELECT * FROM calls WHERE episode_id = ?", (new["id"],))
+    assert (call["command"], call["observation"]) == ("wc -l /app/access.log", "42 /app/access.log")
+    assert new["error_kind"] == "imported_error"
+    assert new["error_detail"] == ("AgentTimeoutError: Agent execution timed out after 300 seconds")
+
+
+def test_a_single_trial_folder_imports_and_again_is_reused(imported, tmp_path: Path) -> None:
+    db, _ = imported
+    trial = JOB / "status-counts__Zp7mR2c"
+    again = cli(db, "import", "harbor", str(trial), "--json")
+    assert json.loads(again.stdout) == {
+        "imported": [],
+        "reused": [by_agent(db)["nop"]["id"]],
+        "errors": [],
+    }
+    fresh = cli(tmp_path / "one.db", "import", "harbor", str(trial), "--json")
+    assert len(json.loads(fresh.stdout)["imported"]) == 1
+
+
+def test_a_folder_without_trials_and_a_bad_trajectory_are_named(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    done = cli(tmp_path / "x.db", "import", "harbor", str(empty))
+    assert done.returncode == 1
+    assert f"{empty}: no trial folder" in " ".join(done.stderr.split())
+    bad = tmp_path / "bad__1"
+    (bad / "agent").mkdir(parents=True)
+    (bad / "agent" / "trajectory.json").write_text('{"schema_version": "ATIF-v2.0", "steps": []}')
+    done = cli(tmp_path / "x.db", "import", "harbor", str(bad), "--json")
+    assert done.returncode == 1
+    [error] = json.loads(done.stdout)["errors"]
+    assert "schema_version 'ATIF-v2.0'; expected ATIF-v1.x" in error
+
+
+def test_the_fixture_runs_validate_with_harbors_own_models() -> None:
+    # Only where Harbor (Python >= 3.12) is installed: the fixtures are Harbor's shape.
+    trial_result = pytest.importorskip("harbor.models.trial.result").TrialResult
+    trajectory = pytest.importorskip("harbor.models.trajectories.trajectory").Trajectory
+    job_result = pytest.importorskip("harbor.models.job.result").JobResult
+    job_result.model_validate_json((JOB / "result.json").read_text())
+    trials = [JOB / "status-counts__Ab3kQ9x", JOB / "status-counts__Zp7mR2c"]
+    trials += [JOBS / "status-counts__Qw1eR5t", JOBS / "status-counts__Lm8nB4v"]
+    for trial in trials:
+        trial_result.model_validate_json((trial / "result.json").read_text())
+        if (trial / "agent" / "trajectory.json").is_file():
+            trajectory.model_validate_json((trial / "agent" / "trajectory.json").read_text())
