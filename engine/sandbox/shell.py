@@ -8,8 +8,9 @@ How a command travels (the framing never depends on what the command prints):
    The payload is the command with every byte outside printable ASCII (and the backslash)
    written as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB
    command arrives intact with no line-length limit.
-2. `__depthtui_end ... <nonce>`, on a line bash only reads after the command has finished, prints
-   the end marks: `\\x1e<nonce>\\x1f` on stdout (where the command's output stops) and
+2. `__depthtui_end`, called on the same line (parsed before the command runs), reads the nonce
+   that follows the payload in bash's input, which stays unread until the command has finished,
+   and prints the end marks: `\\x1e<nonce>\\x1f` on stdout (where the command's output stops) and
    `\\x1e<nonce> <exit code> <cwd>\\0` on stderr, a separate stream of the exec that the
    command's own (merged) output never reaches. The nonce is fresh for every command and, while
    the command runs, exists only in the host and in the part of bash's input not yet read: not in
@@ -55,8 +56,11 @@ _STDERR_KEEP = 64 * 1024
 _MAX_NAMES = 8
 
 _LOST_OLD = "variables, functions and options set in the old shell"
+NONCE_BYTES = 16  # random bytes per command, sent as hex
+NONCE_CHARS = 2 * NONCE_BYTES
 
 _NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
+_START_MARK = re.compile(rb"\x1fstart (\d+)\0")
 
 
 def encode_payload(command: str) -> bytes:
@@ -66,41 +70,52 @@ def encode_payload(command: str) -> bytes:
 
 
 # Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
-# keeps an agent's function or alias named read/printf/eval from changing the framing.
+# keeps an agent's function or alias named read/printf/eval from changing the framing. Each
+# redirection costs bash about ten system calls (save, dup, restore), which is most of the
+# framing's cost per command, so there are only those the framing needs (`-u 3` redirects a
+# descriptor bash need not save; `set +xv` is silenced only when one was on).
 _FUNCTIONS = r"""
 __depthtui_begin() {
-    IFS=' ' \builtin read -r _ _ _ _ __dt_lp </proc/loadavg
+    IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
     \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
     IFS= \builtin read -r -N "$1" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
     case $3 in *e*) ;; *) \builtin return "$2" ;; esac
 }
 __depthtui_end() {
-    { \builtin set +xv; } 2>/dev/null
-    \builtin printf '\036%s\037' "$3"
-    \builtin printf '\036%s %s %s\0' "$3" "$1" "$PWD" >&2
-    \builtin unset __dt_c __dt_lp
+    case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
+    IFS= \builtin read -r -N NONCE_CHARS __dt_n
+    \builtin printf '\036%s\037' "$__dt_n"
+    \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
+    \builtin unset __dt_c __dt_lp __dt_n
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
     case $2 in *e*) ;; *) \builtin return "$1" ;; esac
 }
 \builtin readonly -f __depthtui_begin __depthtui_end
 \builtin printf '\036ready %s\0' "$$" >&2
-"""
+""".replace("NONCE_CHARS", str(NONCE_CHARS))
 
 
 def _frame(payload: bytes, nonce: str) -> bytes:
-    """One command for the shell. Bash reads a pipe one byte at a time, so `read -N` in
-    __depthtui_begin takes exactly the payload, and the last line, with the nonce, stays unread
-    (and unseen) until the command is over. `$?` and `$-` are the command's, passed on before
-    the framing touches them, and both functions return the status they were given, so `$?` in
-    the next command is what a terminal would show (not under `set -e`, where returning it would
+    """One command for the shell: one short line, the payload, the nonce.
+
+    Bash reads a pipe one byte at a time (a syscall per byte) while it parses a line, so the
+    line is short and both the payload and the nonce are taken by `read -N` (one read each):
+    __depthtui_begin reads exactly the payload, and __depthtui_end, called on the same line once
+    the command has finished, reads the nonce, which stays unread (and unseen) until then. The
+    `eval` is at top level, as typed. `$?` and `$-` are the command's, passed on before the
+    framing touches them, and both functions return the status they were given, so `$?` in the
+    next command is what a terminal would show (not under `set -e`, where returning it would
     end the shell)."""
     return (
-        f"\\__depthtui_begin {len(payload)} $? $-\n".encode()
+        (
+            f"\\__depthtui_begin {len(payload)} $? $-;"
+            '\\builtin eval "$__dt_c" </dev/null 2>&1;'
+            "\\__depthtui_end $? $-\n"
+        ).encode()
         + payload
-        + b'\\builtin eval "$__dt_c" </dev/null 2>&1\n'
-        + f"\\__depthtui_end $? $- {nonce}\n".encode()
+        + nonce.encode()
     )
 
 
@@ -150,7 +165,7 @@ class _Outcome:
             return
         self._err += data
         if self.last_pid is None:
-            m = re.search(rb"\x1fstart (\d+)\0", self._err)
+            m = _START_MARK.search(self._err)
             if m:
                 self.last_pid = int(m.group(1))
         at = self._err.find(self.err_mark)
@@ -355,7 +370,7 @@ class PersistentShell:
         """Hand the command to the shell and follow it until done or the deadline."""
         stream = self._stream
         assert stream is not None
-        nonce = secrets.token_hex(16)
+        nonce = secrets.token_hex(NONCE_BYTES)
         outcome = _Outcome(nonce)
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         try:
