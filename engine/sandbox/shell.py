@@ -70,14 +70,28 @@ def encode_payload(command: str) -> bytes:
 
 
 # Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
-# keeps an agent's function or alias named read/printf/eval from changing the framing. Each
-# redirection costs bash about ten system calls (save, dup, restore), which is most of the
-# framing's cost per command, so there are only those the framing needs (`-u 3` redirects a
-# descriptor bash need not save; `set +xv` is silenced only when one was on).
+# keeps an agent's function or alias named read/printf/eval from changing the framing.
+#
+# What a command costs is mostly what crosses the Docker engine: every write bash makes to the
+# exec's stdout or stderr is one frame the engine relays and the host wakes up for. So in the
+# common case a command costs one write, its end mark on stdout with the exit code, and bash
+# makes few system calls (each redirection costs about ten: save, dup, restore; `-u 3` redirects
+# a descriptor bash need not save; `set +xv` is silenced only when one was on):
+# - the end mark goes on stdout alone when the shell's stdout is still the stream it started
+#   with (its /proc fdinfo, which names the pipe's inode, is what it was at the start; no
+#   descriptor is kept for that, so no child inherits one); otherwise (the command ran `exec
+#   >file` or closed it; a kernel without `ino:` in fdinfo) the stdout mark, then the stderr
+#   mark with the exit code;
+# - the start mark (the newest pid, on stderr, before the command runs) is needed only where
+#   other processes of the agent could kill the shell between two commands or could be taken
+#   for the command's: so the end mark says whether the container was quiet (no process newer
+#   than the shell), and the host leaves the start mark out of the next command when it was.
 _FUNCTIONS = r"""
 __depthtui_begin() {
-    IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
-    \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
+    case $4 in 1) ;; *)
+        IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
+        \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
+    esac
     IFS= \builtin read -r -N "$1" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
     case $3 in *e*) ;; *) \builtin return "$2" ;; esac
@@ -85,19 +99,38 @@ __depthtui_begin() {
 __depthtui_end() {
     case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
     IFS= \builtin read -r -N NONCE_CHARS __dt_n
-    \builtin printf '\036%s\037' "$__dt_n"
-    \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
-    \builtin unset __dt_c __dt_lp __dt_n
+    __dt_q=1 __dt_me=0
+    for __dt_p in /proc/[1-9]*; do
+        __dt_p=${__dt_p#/proc/}
+        case $__dt_p in
+            "$$") __dt_me=1 ;;
+            ''|*[!0-9]*) __dt_q=0 ;;
+            *) __dt_q=$(( __dt_q && __dt_p < $$ )) ;;
+        esac
+    done
+    IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
+    if [[ ${#__dt_n} != NONCE_CHARS ]]; then
+        : # the shell's input is gone (the command closed it): no mark, the shell is ending
+    elif [[ $__dt_me = 1 && -n $__dt_out && $__dt_fi == "$__dt_out" ]]; then
+        \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
+    else
+        \builtin printf '\036%s\037' "$__dt_n"
+        \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
+    fi
+    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_me __dt_p __dt_fi
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
     case $2 in *e*) ;; *) \builtin return "$1" ;; esac
 }
+IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
+case $__dt_out in *ino:*) ;; *) __dt_out= ;; esac
 \builtin readonly -f __depthtui_begin __depthtui_end
+\builtin readonly __dt_out
 \builtin printf '\036ready %s\0' "$$" >&2
 """.replace("NONCE_CHARS", str(NONCE_CHARS))
 
 
-def _frame(payload: bytes, nonce: str) -> bytes:
+def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
     """One command for the shell: one short line, the payload, the nonce.
 
     Bash reads a pipe one byte at a time (a syscall per byte) while it parses a line, so the
@@ -107,10 +140,10 @@ def _frame(payload: bytes, nonce: str) -> bytes:
     `eval` is at top level, as typed. `$?` and `$-` are the command's, passed on before the
     framing touches them, and both functions return the status they were given, so `$?` in the
     next command is what a terminal would show (not under `set -e`, where returning it would
-    end the shell)."""
+    end the shell). `quiet`: the container was quiet after the last command, so no start mark."""
     return (
         (
-            f"\\__depthtui_begin {len(payload)} $? $-;"
+            f"\\__depthtui_begin {len(payload)} $? $- {int(quiet)};"
             '\\builtin eval "$__dt_c" </dev/null 2>&1;'
             "\\__depthtui_end $? $-\n"
         ).encode()
@@ -124,14 +157,15 @@ class _Outcome:
 
     def __init__(self, nonce: str) -> None:
         self.capture = BoundedCapture()
-        self.out_mark = b"\x1e" + nonce.encode() + b"\x1f"
-        self.err_mark = b"\x1e" + nonce.encode() + b" "
+        self.mark = b"\x1e" + nonce.encode()
+        self.err_mark = self.mark + b" "
         self._carry = b""
         self._err = bytearray()
         self.out_done = False
         self.exit_code: int | None = None
         self.cwd: str | None = None
         self.last_pid: int | None = None  # the newest pid when the command began
+        self.quiet = False  # no process newer than the shell was left when it ended
 
     @property
     def done(self) -> bool:
@@ -143,16 +177,38 @@ class _Outcome:
             self.capture.write(data)
             return
         data = self._carry + data
-        at = data.find(self.out_mark)
-        if at >= 0:
-            self.capture.write(data[:at])
-            self.capture.write(data[at + len(self.out_mark) :])
-            self._carry = b""
-            self.out_done = True
+        self._carry = b""
+        at = data.find(self.mark)
+        if at < 0:
+            keep = len(self.mark) - 1
+            self.capture.write(data[: len(data) - keep])
+            self._carry = data[len(data) - keep :]
             return
-        keep = len(self.out_mark) - 1
-        self.capture.write(data[: len(data) - keep])
-        self._carry = data[len(data) - keep :]
+        self.capture.write(data[:at])
+        kind = data[at + len(self.mark) : at + len(self.mark) + 1]
+        rest = at + len(self.mark) + 1
+        if kind == b"\x1f":  # the output ends here; the exit code comes on stderr
+            self.out_done = True
+            self.capture.write(data[rest:])
+        elif kind == b"\x1d":  # the output ends here, and this says how: `code quiet cwd\0`
+            end = data.find(b"\0", rest)
+            if end < 0:
+                self._carry = data[at:]  # the rest of the mark is still on its way
+                return
+            code, quiet, cwd = bytes(data[rest:end]).split(b" ", 2)
+            self._finish(code, cwd)
+            self.quiet = quiet == b"1"
+            self.out_done = True
+            self.capture.write(data[end + 1 :])
+        elif not kind:
+            self._carry = data[at:]
+        else:  # not a mark of ours (the nonce is never followed by anything else)
+            self.capture.write(data[at : at + 1])
+            self.stdout(data[at + 1 :])
+
+    def _finish(self, code: bytes, cwd: bytes) -> None:
+        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
+        self.cwd = cwd.decode("utf-8", "surrogateescape")
 
     def flush(self) -> None:
         self.capture.write(self._carry)
@@ -177,8 +233,7 @@ class _Outcome:
         if end < 0:
             return
         code, _, cwd = bytes(self._err[at + len(self.err_mark) : end]).partition(b" ")
-        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
-        self.cwd = cwd.decode("utf-8", "surrogateescape")
+        self._finish(code, cwd)
 
 
 class PersistentShell:
@@ -211,6 +266,8 @@ class PersistentShell:
         self._exec_id: str | None = None
         self._stream: ExecStream | None = None
         self._ended_note = ""
+        # The last command's end mark said the container was quiet: the next has no start mark.
+        self._quiet = False
         self.disk_watch: DiskWatch | None = None  # its note joins the next observation
 
     # --- life cycle -------------------------------------------------------------------------
@@ -273,6 +330,7 @@ class PersistentShell:
         if self._stream is not None:
             self._stream.close()
         self._stream = None
+        self._quiet = False
         self._exec_id = None
         self.pid = None
 
@@ -348,6 +406,7 @@ class PersistentShell:
         outcome.flush()
         if outcome.cwd:
             self.cwd = outcome.cwd
+        self._quiet = outcome.quiet and not restarted and not timed_out
         if self.disk_watch is not None and (disk := self.disk_watch.take_note()):
             notes.append(disk)
         capture = outcome.capture
@@ -372,9 +431,14 @@ class PersistentShell:
         assert stream is not None
         nonce = secrets.token_hex(NONCE_BYTES)
         outcome = _Outcome(nonce)
+        quiet, self._quiet = self._quiet, False
+        if quiet:
+            # No process of the agent was left after the last command: nothing but this command
+            # can end the shell now, and every process under the shell will be the command's.
+            outcome.last_pid = 0
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         try:
-            stream.send(_frame(encode_payload(command), nonce))
+            stream.send(_frame(encode_payload(command), nonce, quiet))
         except SandboxError:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
