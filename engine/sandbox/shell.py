@@ -58,6 +58,7 @@ _MAX_NAMES = 8
 _LOST_OLD = "variables, functions and options set in the old shell"
 NONCE_BYTES = 16  # random bytes per command, sent as hex
 NONCE_CHARS = 2 * NONCE_BYTES
+LENGTH_DIGITS = 9  # a command's length in its frame's header; longer commands are refused
 
 _NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
 _START_MARK = re.compile(rb"\x1fstart (\d+)\0")
@@ -84,72 +85,88 @@ def encode_payload(command: str) -> bytes:
 #   mark with the exit code;
 # - the start mark (the newest pid, on stderr, before the command runs) is needed only where
 #   other processes of the agent could kill the shell between two commands or could be taken
-#   for the command's: so the end mark says whether the container was quiet (no process newer
-#   than the shell), and the host leaves the start mark out of the next command when it was.
+#   for the command's: so the end mark says whether the container was quiet (exactly the
+#   processes it had when its first shell started: one glob of /proc, compared as a string),
+#   and the host leaves the start mark out of the next command when it was.
 _FUNCTIONS = r"""
 __depthtui_begin() {
-    case $4 in 1) ;; *)
+    case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
+    IFS= \builtin read -r -N HEADER_CHARS __dt_h || \builtin return 1
+    case ${__dt_h:LENGTH_DIGITS} in 1) ;; *)
         IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
         \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
     esac
-    IFS= \builtin read -r -N "$1" __dt_c
+    __dt_open=1
+    IFS= \builtin read -r -N "$((10#${__dt_h:0:LENGTH_DIGITS}))" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
-    case $3 in *e*) ;; *) \builtin return "$2" ;; esac
+}
+__depthtui_status() {
+    case $- in *e*) ;; *) \builtin return "${__dt_rc:-0}" ;; esac
 }
 __depthtui_end() {
     case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
+    \builtin local IFS=' '
     IFS= \builtin read -r -N NONCE_CHARS __dt_n
-    __dt_q=1 __dt_me=0
-    for __dt_p in /proc/[1-9]*; do
-        __dt_p=${__dt_p#/proc/}
-        case $__dt_p in
-            "$$") __dt_me=1 ;;
-            ''|*[!0-9]*) __dt_q=0 ;;
-            *) __dt_q=$(( __dt_q && __dt_p < $$ )) ;;
-        esac
-    done
+    __dt_p=(/proc/[1-9]*) __dt_q=0
+    [[ -n $__dt_base && "${__dt_p[*]}" == "$__dt_base" ]] && __dt_q=1
     IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
     if [[ ${#__dt_n} != NONCE_CHARS ]]; then
         : # the shell's input is gone (the command closed it): no mark, the shell is ending
-    elif [[ $__dt_me = 1 && -n $__dt_out && $__dt_fi == "$__dt_out" ]]; then
+    elif [[ -n $__dt_out && ${__dt_fi-} == "$__dt_out" ]]; then
         \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
     else
         \builtin printf '\036%s\037' "$__dt_n"
         \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
     fi
-    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_me __dt_p __dt_fi
+    __dt_rc=$1 __dt_open=
+    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_p __dt_fi __dt_h
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
-    case $2 in *e*) ;; *) \builtin return "$1" ;; esac
 }
+__depthtui_after() {
+    case ${__dt_open-} in
+        1) \__depthtui_end "$1" "$2" ;;  # the command ran `break`: end it, loop again
+        *) \builtin exit "${__dt_rc:-0}" ;;  # the input ended
+    esac
+}
+__dt_loop='LOOP'
 IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
 case $__dt_out in *ino:*) ;; *) __dt_out= ;; esac
-\builtin readonly -f __depthtui_begin __depthtui_end
-\builtin readonly __dt_out
+__dt_base=
+case FRESH in 1) __dt_base=(/proc/[1-9]*); __dt_base="${__dt_base[*]}" ;; esac
+\builtin readonly -f __depthtui_begin __depthtui_status __depthtui_end __depthtui_after
+\builtin readonly __dt_out __dt_loop __dt_base
 \builtin printf '\036ready %s\0' "$$" >&2
-""".replace("NONCE_CHARS", str(NONCE_CHARS))
+LOOP
+"""
+# The command loop: parsed once here, and again only after a command's `break` left it.
+_LOOP = (
+    'while \\__depthtui_begin; do \\__depthtui_status; \\builtin eval "$__dt_c" </dev/null 2>&1; '
+    '\\__depthtui_end $? $-; done; \\__depthtui_after $? $-; \\builtin eval "$__dt_loop"'
+)
+for _name, _value in {
+    "NONCE_CHARS": str(NONCE_CHARS),
+    "HEADER_CHARS": str(LENGTH_DIGITS + 1),
+    "LENGTH_DIGITS": str(LENGTH_DIGITS),
+    "LOOP": _LOOP,
+}.items():
+    _FUNCTIONS = _FUNCTIONS.replace(_name, _value)
 
 
 def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
-    """One command for the shell: one short line, the payload, the nonce.
+    """One command for the shell: a fixed-size header (the payload's length, and 1 when the
+    container was quiet after the last command, so no start mark), the payload, the nonce.
 
-    Bash reads a pipe one byte at a time (a syscall per byte) while it parses a line, so the
-    line is short and both the payload and the nonce are taken by `read -N` (one read each):
-    __depthtui_begin reads exactly the payload, and __depthtui_end, called on the same line once
-    the command has finished, reads the nonce, which stays unread (and unseen) until then. The
-    `eval` is at top level, as typed. `$?` and `$-` are the command's, passed on before the
-    framing touches them, and both functions return the status they were given, so `$?` in the
-    next command is what a terminal would show (not under `set -e`, where returning it would
-    end the shell). `quiet`: the container was quiet after the last command, so no start mark."""
-    return (
-        (
-            f"\\__depthtui_begin {len(payload)} $? $- {int(quiet)};"
-            '\\builtin eval "$__dt_c" </dev/null 2>&1;'
-            "\\__depthtui_end $? $-\n"
-        ).encode()
-        + payload
-        + nonce.encode()
-    )
+    The shell parses its command loop once (`__dt_loop`) and then takes each part with
+    `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
+    parsing a line per command cost more than anything else bash did for it. The nonce stays
+    unread (and unseen) until __depthtui_end reads it once the command has finished. The
+    `eval` runs at top level, outside any function (so `declare`, `cd` and variables behave as
+    typed); `$?` in it is the previous command's status, as a terminal would show (not under
+    `set -e`, where returning it would end the shell). A command's `continue` or `break` leaves
+    the loop's body early: the next `__depthtui_begin`, or `__depthtui_after` (which starts the
+    loop again), ends that command instead."""
+    return f"{len(payload):0{LENGTH_DIGITS}d}{int(quiet)}".encode() + payload + nonce.encode()
 
 
 class _Outcome:
@@ -268,6 +285,7 @@ class PersistentShell:
         self._ended_note = ""
         # The last command's end mark said the container was quiet: the next has no start mark.
         self._quiet = False
+        self._first = True  # no shell was started in this container yet
         self.disk_watch: DiskWatch | None = None  # its note joins the next observation
 
     # --- life cycle -------------------------------------------------------------------------
@@ -303,7 +321,9 @@ class PersistentShell:
         except docker.errors.APIError as exc:
             raise SandboxError("shell", exc.explanation or str(exc)) from None
         stream = start_exec(self.api, exec_id)
-        stream.send(_FUNCTIONS.encode())
+        # Only the container's first shell sees it as it was set up; a later one may share it
+        # with what its predecessor left running, so it never claims a quiet container.
+        stream.send(_FUNCTIONS.replace("FRESH", "1" if self._first else "0").encode())
         said = bytearray()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -318,6 +338,7 @@ class PersistentShell:
                         self.pid = int(m.group(1))
                         self._exec_id = exec_id
                         self._stream = stream
+                        self._first = False
                         return
         stream.close()
         text = bytes(said).decode("utf-8", "replace").strip()[-500:]
@@ -356,6 +377,8 @@ class PersistentShell:
         began = time.monotonic()
         if "\0" in command:
             return _refused(command, "a NUL byte (bash cannot hold one in a command)")
+        if len(command) * 4 >= 10**LENGTH_DIGITS:  # up to four bytes of payload per character
+            return _refused(command, f"more than {10**LENGTH_DIGITS // 4:,} characters")
         notes: list[str] = []
         restarted = False
         if self._stream is None and self._ended_note:
