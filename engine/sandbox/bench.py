@@ -104,8 +104,9 @@ def measure(progress: bool = True) -> dict[str, Any]:
         client.api.remove_container(c["Id"], force=True)
 
     sb = start_sandbox(task, BASE_IMAGE, labels=LABELS, client=client)
-    user = str(sb.agent_uid)
-    pipe = PipeShell(sb.container_id, user, task.workdir)
+    # The pipe shell gets a container of its own, as in the recovery bench: one shell each.
+    peer = start_sandbox(task, BASE_IMAGE, labels=LABELS, client=client)
+    pipe = PipeShell(peer.container_id, str(peer.agent_uid), task.workdir)
     try:
         for _ in range(20):  # warm every path
             sb.run("true")
@@ -140,6 +141,7 @@ def measure(progress: bool = True) -> dict[str, Any]:
         sb.snapshots.clear()
     finally:
         pipe.close()
+        peer.close()
         sb.close(remove_snapshots=True)
 
     tmux_ms, tmux_looks, tmux_skipped = _tmux_roundtrip(client, task, say)
