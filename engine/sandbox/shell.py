@@ -2,22 +2,27 @@
 
 How a command travels (the framing never depends on what the command prints):
 
-1. `__depthtui_begin N` (a read-only function defined when the shell starts) reads exactly N bytes
-   of payload into a variable and decodes it; then `eval` runs it at top level (so `declare`,
-   `cd` and variables behave as typed) with stdin from /dev/null and stderr merged into stdout.
-   The payload is the command with every byte outside printable ASCII (and the backslash)
-   written as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB
-   command arrives intact with no line-length limit.
-2. `__depthtui_end`, called on the same line (parsed before the command runs), reads the nonce
-   that follows the payload in bash's input, which stays unread until the command has finished,
-   and prints the end marks: `\\x1e<nonce>\\x1f` on stdout (where the command's output stops) and
-   `\\x1e<nonce> <exit code> <cwd>\\0` on stderr, a separate stream of the exec that the
-   command's own (merged) output never reaches. The nonce is fresh for every command and, while
-   the command runs, exists only in the host and in the part of bash's input not yet read: not in
-   the environment, a file or a variable. Text the command prints, a guessed marker included,
+1. The shell runs one command loop, parsed once when it starts. `__depthtui_begin` (a read-only
+   function) reads a frame's fixed-size header (the payload's length), then exactly that many
+   bytes of payload, and decodes it; then `eval` runs it at top level (so `declare`, `cd` and
+   variables behave as typed) with stdin from /dev/null and stderr merged into stdout. The
+   payload is the command with every byte outside printable ASCII (and the backslash) written
+   as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB command
+   arrives intact with no line-length limit.
+2. `__depthtui_end` then reads the nonce that follows the payload in bash's input, which stays
+   unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
+   <quiet> <cwd>\\0` on stdout where the command's output stops, or, when the shell's stdout is
+   no longer the stream it started with, `\\x1e<nonce>\\x1f` on stdout and `\\x1e<nonce> <exit
+   code> <cwd>\\0` on stderr, a separate stream of the exec that the command's own (merged)
+   output never reaches. The nonce is fresh for every command and, while the command runs,
+   exists only in the host and in the part of bash's input not yet read: not in the
+   environment, a file or a variable. Text the command prints, a guessed marker included,
    cannot end it early. (A process that deliberately reads the rest of its parent shell's input
    through /proc could learn it; it runs as the same uid as the shell, which no design with the
    shell as the agent's own user can prevent.)
+3. Unless the last end mark said the container was quiet, `__depthtui_begin` first prints a
+   start mark on stderr (the newest pid): it tells a command that never ended from a shell
+   killed before it read the command, and which processes a timeout must kill.
 
 On a timeout the command's processes (descendants of the shell newer than the command) are killed
 from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
