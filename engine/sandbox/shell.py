@@ -449,7 +449,10 @@ class PersistentShell:
             shell_restarted=restarted,
             note=note,
             observation=observation(
-                model_text(capture.head, capture.tail, capture.total), exit_code, timed_out, note
+                model_text(capture.head, capture.tail, capture.total) if capture.total else "",
+                exit_code,
+                timed_out,
+                note,
             ),
         )
 
