@@ -40,7 +40,10 @@ def test_render_shows_every_phase_and_pass() -> None:
         "tasks": ["demo/a", "demo/b"],
         "episodes_per_min": {"1": 10.0, "2": 18.0},
         "speedup": 1.8,
+        "floor_s": 1.0,
         "overhead_s_median": 1.2,
+        "overhead_to_floor": 1.2,
+        "target_to_floor": 1.5,
         "overhead_s_median_by_workers": {"1": 1.2, "2": 1.4},
         "phases": {key: 0.1 for key, _ in PHASES if key != "snapshot"},
         "target_overhead_s": 1.5,
@@ -48,6 +51,7 @@ def test_render_shows_every_phase_and_pass() -> None:
         "passes": [
             {"workers": 1, "wall_s": 12.0, "episodes_per_min": 10.0, "errors": []},
             {"workers": 2, "wall_s": 6.7, "episodes_per_min": 18.0, "errors": ["demo/b: x"]},
+            {"workers": 2, "wall_s": 6.9, "episodes_per_min": 17.4, "errors": []},
         ],
         "build_errors": [],
     }
@@ -57,7 +61,15 @@ def test_render_shows_every_phase_and_pass() -> None:
     for _, label in PHASES:
         assert label.strip() in text
     assert "not timed apart" in text
-    assert "meets the 1.5 s target" in text and "1.8x" in text and "demo/b: x" in text
+    assert "meets the 1.5x and 1.5 s targets" in text and "1.8x" in text and "demo/b: x" in text
+    assert "1.2x the bare Docker floor of 1.0 s" in text and "17.4" in text and "median" in text
     console = Console(width=120, record=True)
     console.print(render({"error": "no Docker engine answers"}))
     assert "no Docker engine answers" in console.export_text()
+
+
+def test_passes_alternate_so_each_worker_count_goes_first_as_often() -> None:
+    from engine.jobs.bench import _order
+
+    assert _order(3) == [1, 2, 2, 1, 1, 2]
+    assert _order(4).count(1) == _order(4).count(2) == 4

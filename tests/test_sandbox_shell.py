@@ -203,3 +203,31 @@ def test_random_binary_output_is_bounded_and_decoded_safely(sb: DockerSandbox) -
 def test_a_nul_byte_command_is_refused_not_run(sb: DockerSandbox) -> None:
     r = sb.run("echo a\0b")
     assert r.exit_code is None and r.observation.startswith("[not run:")
+
+
+def test_break_and_continue_at_top_level_end_the_command_like_any_other(sb: DockerSandbox) -> None:
+    # The shell's command loop is the only loop around a typed command: `break` or `continue`
+    # there must neither hang the call nor lose the shell.
+    sb.run("KEEP=kept")
+    for command in ("break", "continue", "break 3; echo never", "continue; echo never"):
+        r = sb.run(command, timeout=10)
+        assert not r.timed_out and not r.shell_restarted and r.exit_code == 0, command
+        assert b"never" not in r.output
+    r = sb.run("(exit 6)")
+    assert r.exit_code == 6
+    assert sb.run("echo $? $KEEP").output == b"6 kept\n"
+    r = sb.run("for i in 1 2 3; do echo $i; [ $i = 2 ] && break; done; echo done")
+    assert r.output == b"1\n2\ndone\n" and not r.shell_restarted
+
+
+def test_exit_code_arrives_while_the_shell_stdout_is_redirected(sb: DockerSandbox) -> None:
+    # With the shell's stdout sent elsewhere the end mark cannot come on it: the exit code comes
+    # on the exec's stderr, and once stdout is back the usual single mark is used again.
+    r = sb.run("exec 7>&1 >/tmp/redirected.txt; echo hidden; (exit 3)", timeout=10)
+    assert r.exit_code == 3 and not r.timed_out and not r.shell_restarted
+    assert b"hidden" not in r.output
+    r = sb.run("exec >&7 7>&-; cat /tmp/redirected.txt", timeout=10)
+    assert r.exit_code == 0 and not r.timed_out
+    assert sb.run("echo back").output == b"back\n"
+    # (the file also holds that command's spent stdout mark: where its output stopped)
+    assert sb.run("cat /tmp/redirected.txt; rm /tmp/redirected.txt").output.startswith(b"hidden\n")

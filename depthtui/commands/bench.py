@@ -19,18 +19,19 @@ bench_app = typer.Typer(help="Benchmarks that print figures (ratios against a sa
 BENCHES = {
     "sandbox": (
         "engine.sandbox.bench",
-        "Container start, per-call round trip, 1 MB output and "
-        "snapshot, beside one `docker exec` per command.",
+        "Per-call round trip beside the recovery bench's pipe shell, one `docker exec` per "
+        "command and Harbor's tmux (headline: the fastest); 1 MB output, container start, "
+        "snapshot.",
     ),
     "oracle": (
         "engine.oracle.bench",
-        "Per-call safety-oracle check on 200- and 2,000-file homes, "
-        "beside `find` + `sha256sum` by `docker exec`.",
+        "Per-call safety-oracle check and the full hash on 200- and 2,000-file homes (and "
+        "after a flood of new files), beside `find` + `sha256sum` by `docker exec`.",
     ),
     "engine": (
         "engine.jobs.bench",
-        "Episodes per minute with the oracle agent at 1 and 2 workers, "
-        "and harness overhead per episode by phase.",
+        "Episodes per minute with the oracle agent at 1 and 2 workers (alternated passes, "
+        "medians), harness overhead per episode by phase, beside the bare Docker floor.",
     ),
     "search": (
         "engine.protocol.search_bench",

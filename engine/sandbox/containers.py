@@ -514,8 +514,12 @@ def _feed(stream: ExecStream, data: bytes) -> None:
     stream.close_input()
 
 
-# What sh (dash, busybox), bash and the runtime say when a fork hits the process limit.
-_FORK_FAILED = re.compile(rb"(?i)cannot fork|fork: |can't fork|resource temporarily unavailable")
+# What sh (dash, busybox), bash and the runtime say when a fork hits the process limit (runc
+# itself cannot always start the exec's process there: "read init-p: connection reset by peer").
+_FORK_FAILED = re.compile(
+    rb"(?i)cannot fork|fork: |can't fork|resource temporarily unavailable"
+    rb"|unable to start container process"
+)
 
 
 def _show(argv: list[str]) -> str:

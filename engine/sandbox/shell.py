@@ -2,21 +2,27 @@
 
 How a command travels (the framing never depends on what the command prints):
 
-1. `__depthtui_begin N` (a read-only function defined when the shell starts) reads exactly N bytes
-   of payload into a variable and decodes it; then `eval` runs it at top level (so `declare`,
-   `cd` and variables behave as typed) with stdin from /dev/null and stderr merged into stdout.
-   The payload is the command with every byte outside printable ASCII (and the backslash)
-   written as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB
-   command arrives intact with no line-length limit.
-2. `__depthtui_end ... <nonce>`, on a line bash only reads after the command has finished, prints
-   the end marks: `\\x1e<nonce>\\x1f` on stdout (where the command's output stops) and
-   `\\x1e<nonce> <exit code> <cwd>\\0` on stderr, a separate stream of the exec that the
-   command's own (merged) output never reaches. The nonce is fresh for every command and, while
-   the command runs, exists only in the host and in the part of bash's input not yet read: not in
-   the environment, a file or a variable. Text the command prints, a guessed marker included,
+1. The shell runs one command loop, parsed once when it starts. `__depthtui_begin` (a read-only
+   function) reads a frame's fixed-size header (the payload's length), then exactly that many
+   bytes of payload, and decodes it; then `eval` runs it at top level (so `declare`, `cd` and
+   variables behave as typed) with stdin from /dev/null and stderr merged into stdout. The
+   payload is the command with every byte outside printable ASCII (and the backslash) written
+   as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB command
+   arrives intact with no line-length limit.
+2. `__depthtui_end` then reads the nonce that follows the payload in bash's input, which stays
+   unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
+   <quiet> <cwd>\\0` on stdout where the command's output stops, or, when the shell's stdout is
+   no longer the stream it started with, `\\x1e<nonce>\\x1f` on stdout and `\\x1e<nonce> <exit
+   code> <cwd>\\0` on stderr, a separate stream of the exec that the command's own (merged)
+   output never reaches. The nonce is fresh for every command and, while the command runs,
+   exists only in the host and in the part of bash's input not yet read: not in the
+   environment, a file or a variable. Text the command prints, a guessed marker included,
    cannot end it early. (A process that deliberately reads the rest of its parent shell's input
    through /proc could learn it; it runs as the same uid as the shell, which no design with the
    shell as the agent's own user can prevent.)
+3. Unless the last end mark said the container was quiet, `__depthtui_begin` first prints a
+   start mark on stderr (the newest pid): it tells a command that never ended from a shell
+   killed before it read the command, and which processes a timeout must kill.
 
 On a timeout the command's processes (descendants of the shell newer than the command) are killed
 from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
@@ -55,8 +61,12 @@ _STDERR_KEEP = 64 * 1024
 _MAX_NAMES = 8
 
 _LOST_OLD = "variables, functions and options set in the old shell"
+NONCE_BYTES = 16  # random bytes per command, sent as hex
+NONCE_CHARS = 2 * NONCE_BYTES
+LENGTH_DIGITS = 9  # a command's length in its frame's header; longer commands are refused
 
 _NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
+_START_MARK = re.compile(rb"\x1fstart (\d+)\0")
 
 
 def encode_payload(command: str) -> bytes:
@@ -67,41 +77,101 @@ def encode_payload(command: str) -> bytes:
 
 # Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
 # keeps an agent's function or alias named read/printf/eval from changing the framing.
+#
+# What a command costs is mostly what crosses the Docker engine: every write bash makes to the
+# exec's stdout or stderr is one frame the engine relays and the host wakes up for. So in the
+# common case a command costs one write, its end mark on stdout with the exit code, and bash
+# makes few system calls (each redirection costs about ten: save, dup, restore; `-u 3` redirects
+# a descriptor bash need not save; `set +xv` is silenced only when one was on):
+# - the end mark goes on stdout alone when the shell's stdout is still the stream it started
+#   with (its /proc fdinfo, which names the pipe's inode, is what it was at the start; no
+#   descriptor is kept for that, so no child inherits one); otherwise (the command ran `exec
+#   >file` or closed it; a kernel without `ino:` in fdinfo) the stdout mark, then the stderr
+#   mark with the exit code;
+# - the start mark (the newest pid, on stderr, before the command runs) is needed only where
+#   other processes of the agent could kill the shell between two commands or could be taken
+#   for the command's: so the end mark says whether the container was quiet (exactly the
+#   processes it had when its first shell started: one glob of /proc, compared as a string),
+#   and the host leaves the start mark out of the next command when it was.
 _FUNCTIONS = r"""
 __depthtui_begin() {
-    IFS=' ' \builtin read -r _ _ _ _ __dt_lp </proc/loadavg
-    \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
-    IFS= \builtin read -r -N "$1" __dt_c
+    case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
+    IFS= \builtin read -r -N HEADER_CHARS __dt_h || \builtin return 1
+    case ${__dt_h:LENGTH_DIGITS} in 1) ;; *)
+        IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
+        \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
+    esac
+    __dt_open=1
+    IFS= \builtin read -r -N "$((10#${__dt_h:0:LENGTH_DIGITS}))" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
-    case $3 in *e*) ;; *) \builtin return "$2" ;; esac
+}
+__depthtui_status() {
+    case $- in *e*) ;; *) \builtin return "${__dt_rc:-0}" ;; esac
 }
 __depthtui_end() {
-    { \builtin set +xv; } 2>/dev/null
-    \builtin printf '\036%s\037' "$3"
-    \builtin printf '\036%s %s %s\0' "$3" "$1" "$PWD" >&2
-    \builtin unset __dt_c __dt_lp
+    case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
+    \builtin local IFS=' '
+    IFS= \builtin read -r -N NONCE_CHARS __dt_n
+    __dt_p=(/proc/[1-9]*) __dt_q=0
+    [[ -n $__dt_base && "${__dt_p[*]}" == "$__dt_base" ]] && __dt_q=1
+    IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
+    if [[ ${#__dt_n} != NONCE_CHARS ]]; then
+        : # the shell's input is gone (the command closed it): no mark, the shell is ending
+    elif [[ -n $__dt_out && ${__dt_fi-} == "$__dt_out" ]]; then
+        \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
+    else
+        \builtin printf '\036%s\037' "$__dt_n"
+        \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
+    fi
+    __dt_rc=$1 __dt_open=
+    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_p __dt_fi __dt_h
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
-    case $2 in *e*) ;; *) \builtin return "$1" ;; esac
 }
-\builtin readonly -f __depthtui_begin __depthtui_end
+__depthtui_after() {
+    case ${__dt_open-} in
+        1) \__depthtui_end "$1" "$2" ;;  # the command ran `break`: end it, loop again
+        *) \builtin exit "${__dt_rc:-0}" ;;  # the input ended
+    esac
+}
+__dt_loop='LOOP'
+IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
+case $__dt_out in *ino:*) ;; *) __dt_out= ;; esac
+__dt_base=
+case FRESH in 1) __dt_base=(/proc/[1-9]*); __dt_base="${__dt_base[*]}" ;; esac
+\builtin readonly -f __depthtui_begin __depthtui_status __depthtui_end __depthtui_after
+\builtin readonly __dt_out __dt_loop __dt_base
 \builtin printf '\036ready %s\0' "$$" >&2
+LOOP
 """
+# The command loop: parsed once here, and again only after a command's `break` left it.
+_LOOP = (
+    'while \\__depthtui_begin; do \\__depthtui_status; \\builtin eval "$__dt_c" </dev/null 2>&1; '
+    '\\__depthtui_end $? $-; done; \\__depthtui_after $? $-; \\builtin eval "$__dt_loop"'
+)
+for _name, _value in {
+    "NONCE_CHARS": str(NONCE_CHARS),
+    "HEADER_CHARS": str(LENGTH_DIGITS + 1),
+    "LENGTH_DIGITS": str(LENGTH_DIGITS),
+    "LOOP": _LOOP,
+}.items():
+    _FUNCTIONS = _FUNCTIONS.replace(_name, _value)
 
 
-def _frame(payload: bytes, nonce: str) -> bytes:
-    """One command for the shell. Bash reads a pipe one byte at a time, so `read -N` in
-    __depthtui_begin takes exactly the payload, and the last line, with the nonce, stays unread
-    (and unseen) until the command is over. `$?` and `$-` are the command's, passed on before
-    the framing touches them, and both functions return the status they were given, so `$?` in
-    the next command is what a terminal would show (not under `set -e`, where returning it would
-    end the shell)."""
-    return (
-        f"\\__depthtui_begin {len(payload)} $? $-\n".encode()
-        + payload
-        + b'\\builtin eval "$__dt_c" </dev/null 2>&1\n'
-        + f"\\__depthtui_end $? $- {nonce}\n".encode()
-    )
+def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
+    """One command for the shell: a fixed-size header (the payload's length, and 1 when the
+    container was quiet after the last command, so no start mark), the payload, the nonce.
+
+    The shell parses its command loop once (`__dt_loop`) and then takes each part with
+    `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
+    parsing a line per command cost more than anything else bash did for it. The nonce stays
+    unread (and unseen) until __depthtui_end reads it once the command has finished. The
+    `eval` runs at top level, outside any function (so `declare`, `cd` and variables behave as
+    typed); `$?` in it is the previous command's status, as a terminal would show (not under
+    `set -e`, where returning it would end the shell). A command's `continue` or `break` leaves
+    the loop's body early: the next `__depthtui_begin`, or `__depthtui_after` (which starts the
+    loop again), ends that command instead."""
+    return f"{len(payload):0{LENGTH_DIGITS}d}{int(quiet)}".encode() + payload + nonce.encode()
 
 
 class _Outcome:
@@ -109,8 +179,8 @@ class _Outcome:
 
     def __init__(self, nonce: str) -> None:
         self.capture = BoundedCapture()
-        self.out_mark = b"\x1e" + nonce.encode() + b"\x1f"
-        self.err_mark = b"\x1e" + nonce.encode() + b" "
+        self.mark = b"\x1e" + nonce.encode()
+        self.err_mark = self.mark + b" "
         self._carry = b""
         self._err = bytearray()
         self.out_done = False
@@ -118,6 +188,7 @@ class _Outcome:
         self.cwd: str | None = None
         self.last_pid: int | None = None  # the newest pid when the command began
         self.err_lost = False  # the stdout mark came and the stderr mark never did
+        self.quiet = False  # no process newer than the shell was left when it ended
 
     @property
     def done(self) -> bool:
@@ -129,16 +200,38 @@ class _Outcome:
             self.capture.write(data)
             return
         data = self._carry + data
-        at = data.find(self.out_mark)
-        if at >= 0:
-            self.capture.write(data[:at])
-            self.capture.write(data[at + len(self.out_mark) :])
-            self._carry = b""
-            self.out_done = True
+        self._carry = b""
+        at = data.find(self.mark)
+        if at < 0:
+            keep = len(self.mark) - 1
+            self.capture.write(data[: len(data) - keep])
+            self._carry = data[len(data) - keep :]
             return
-        keep = len(self.out_mark) - 1
-        self.capture.write(data[: len(data) - keep])
-        self._carry = data[len(data) - keep :]
+        self.capture.write(data[:at])
+        kind = data[at + len(self.mark) : at + len(self.mark) + 1]
+        rest = at + len(self.mark) + 1
+        if kind == b"\x1f":  # the output ends here; the exit code comes on stderr
+            self.out_done = True
+            self.capture.write(data[rest:])
+        elif kind == b"\x1d":  # the output ends here, and this says how: `code quiet cwd\0`
+            end = data.find(b"\0", rest)
+            if end < 0:
+                self._carry = data[at:]  # the rest of the mark is still on its way
+                return
+            code, quiet, cwd = bytes(data[rest:end]).split(b" ", 2)
+            self._finish(code, cwd)
+            self.quiet = quiet == b"1"
+            self.out_done = True
+            self.capture.write(data[end + 1 :])
+        elif not kind:
+            self._carry = data[at:]
+        else:  # not a mark of ours (the nonce is never followed by anything else)
+            self.capture.write(data[at : at + 1])
+            self.stdout(data[at + 1 :])
+
+    def _finish(self, code: bytes, cwd: bytes) -> None:
+        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
+        self.cwd = cwd.decode("utf-8", "surrogateescape")
 
     def flush(self) -> None:
         self.capture.write(self._carry)
@@ -151,7 +244,7 @@ class _Outcome:
             return
         self._err += data
         if self.last_pid is None:
-            m = re.search(rb"\x1fstart (\d+)\0", self._err)
+            m = _START_MARK.search(self._err)
             if m:
                 self.last_pid = int(m.group(1))
         at = self._err.find(self.err_mark)
@@ -163,8 +256,7 @@ class _Outcome:
         if end < 0:
             return
         code, _, cwd = bytes(self._err[at + len(self.err_mark) : end]).partition(b" ")
-        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
-        self.cwd = cwd.decode("utf-8", "surrogateescape")
+        self._finish(code, cwd)
 
 
 class PersistentShell:
@@ -197,6 +289,9 @@ class PersistentShell:
         self._exec_id: str | None = None
         self._stream: ExecStream | None = None
         self._ended_note = ""
+        # The last command's end mark said the container was quiet: the next has no start mark.
+        self._quiet = False
+        self._first = True  # no shell was started in this container yet
         self.disk_watch: DiskWatch | None = None  # its note joins the next observation
         # (shell pid, last pid, start tick) -> killed: the timeout's kill from the host, when
         # the sandbox can do it (freezer.py); else a root exec inside the container does it.
@@ -235,7 +330,9 @@ class PersistentShell:
         except docker.errors.APIError as exc:
             raise SandboxError("shell", exc.explanation or str(exc)) from None
         stream = start_exec(self.api, exec_id)
-        stream.send(_FUNCTIONS.encode())
+        # Only the container's first shell sees it as it was set up; a later one may share it
+        # with what its predecessor left running, so it never claims a quiet container.
+        stream.send(_FUNCTIONS.replace("FRESH", "1" if self._first else "0").encode())
         said = bytearray()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -250,6 +347,7 @@ class PersistentShell:
                         self.pid = int(m.group(1))
                         self._exec_id = exec_id
                         self._stream = stream
+                        self._first = False
                         return
         stream.close()
         text = bytes(said).decode("utf-8", "replace").strip()[-500:]
@@ -262,6 +360,7 @@ class PersistentShell:
         if self._stream is not None:
             self._stream.close()
         self._stream = None
+        self._quiet = False
         self._exec_id = None
         self.pid = None
 
@@ -287,6 +386,8 @@ class PersistentShell:
         began = time.monotonic()
         if "\0" in command:
             return _refused(command, "a NUL byte (bash cannot hold one in a command)")
+        if len(command) * 4 >= 10**LENGTH_DIGITS:  # up to four bytes of payload per character
+            return _refused(command, f"more than {10**LENGTH_DIGITS // 4:,} characters")
         notes: list[str] = []
         restarted = False
         if self._stream is None and self._ended_note:
@@ -346,6 +447,7 @@ class PersistentShell:
         outcome.flush()
         if outcome.cwd:
             self.cwd = outcome.cwd
+        self._quiet = outcome.quiet and not restarted and not timed_out
         if self.disk_watch is not None and (disk := self.disk_watch.take_note()):
             notes.append(disk)
         capture = outcome.capture
@@ -360,7 +462,10 @@ class PersistentShell:
             shell_restarted=restarted,
             note=note,
             observation=observation(
-                model_text(capture.head, capture.tail, capture.total), exit_code, timed_out, note
+                model_text(capture.head, capture.tail, capture.total) if capture.total else "",
+                exit_code,
+                timed_out,
+                note,
             ),
         )
 
@@ -368,11 +473,16 @@ class PersistentShell:
         """Hand the command to the shell and follow it until done or the deadline."""
         stream = self._stream
         assert stream is not None
-        nonce = secrets.token_hex(16)
+        nonce = secrets.token_hex(NONCE_BYTES)
         outcome = _Outcome(nonce)
+        quiet, self._quiet = self._quiet, False
+        if quiet:
+            # No process of the agent was left after the last command: nothing but this command
+            # can end the shell now, and every process under the shell will be the command's.
+            outcome.last_pid = 0
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         try:
-            stream.send(_frame(encode_payload(command), nonce))
+            stream.send(_frame(encode_payload(command), nonce, quiet))
         except SandboxError:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
