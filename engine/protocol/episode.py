@@ -726,7 +726,9 @@ class _Runner:
                 final_changes[oracle.baseline.abspath(rel)] = [CREATED]
             more = len(created) - CREATED_STORED + oracle.last.new_unlisted
             if more > 0:
-                final_changes[f"{oracle.baseline.home} (and {more} more new paths)"] = [CREATED]
+                at_least = "at least " if oracle.last.new_capped else ""
+                key = f"{oracle.baseline.home} (and {at_least}{more} more new paths)"
+                final_changes[key] = [CREATED]
         fault_cleared = None
         if self.state.fault is not None and oracle is not None:
             fault_cleared = faults.fault_cleared(self.state.fault, oracle.last)
