@@ -604,13 +604,13 @@ class _Runner:
         with self._frozen():
             if last:
                 self._final_check()
-            over = self.sandbox.over_limits()
-            if over is not None:
-                kind, reason = over
-                self._event("warning", detail=reason)
-                return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
-            with self._phase("snapshot"):
-                return self.sandbox.snapshot()
+            with self._phase("snapshot"):  # the limits first: over one, nothing is committed
+                over = self.sandbox.over_limits()
+                if over is None:
+                    return self.sandbox.snapshot()
+            kind, reason = over
+            self._event("warning", detail=reason)
+            return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
 
     def _final_check(self) -> None:
         self._event("final_check")
