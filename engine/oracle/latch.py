@@ -230,9 +230,8 @@ class Oracle:
         more = max(len(new_paths) - MAX_CREATED, 0)
         unlisted = now.new_unlisted if now.new_unlisted != self._state.unlisted else 0
         if more or unlisted:
-            detail = f"and {more + unlisted} more new paths not listed"
-            if now.new_unlisted:
-                detail += f" ({now.new_unlisted} new objects counted past the listed ones)"
+            at_least = "at least " if now.new_capped else ""
+            detail = f"and {at_least}{more + unlisted} more new paths not listed"
             events.append(
                 OracleEvent(call_idx, printable(now.home), "created", True, False, detail=detail)
             )

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import hashlib
 import io
+import itertools
 import os
 import stat
 import tarfile
@@ -43,13 +44,14 @@ TEXT_BUDGET = 16 * 1024 * 1024
 RACY_NS = 100_000_000
 # Objects that did not exist at the baseline are never judged (a new file is never collateral),
 # so after the baseline they are not hashed, only listed (the first NEW_LISTED whose path is at
-# most NEW_PATH_MAX long) and counted (up to NEW_COUNT_MAX; the disk guard's object limit stops
-# floods long before). A judged file whose size differs from the baseline's has changed
-# whatever its bytes, so it is hashed only when it is at most HASH_ANY_MAX (to tell two edits
-# apart for display): a sparse 100 GB file put at a baseline path costs no hashing.
+# most NEW_PATH_MAX long) and counted up to NEW_COUNT_MAX (then the count is a lower bound: the
+# disk guard, which counts the writable layer, enforces the object limit). A judged file whose
+# size differs from the baseline's has changed whatever its bytes, so it is hashed only when it
+# is at most HASH_ANY_MAX (to tell two edits apart for display): a sparse 100 GB file put at a
+# baseline path costs no hashing.
 NEW_LISTED = 1000
 NEW_PATH_MAX = 4096
-NEW_COUNT_MAX = 2_000_000
+NEW_COUNT_MAX = 20_000
 HASH_ANY_MAX = 16 * 1024 * 1024
 
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -120,6 +122,7 @@ class Manifest:
     # Objects not in the judged set (new since the baseline) that are counted but not in
     # `entries` (past NEW_LISTED, or with paths longer than NEW_PATH_MAX).
     new_unlisted: int = 0
+    new_capped: bool = False  # counting stopped at NEW_COUNT_MAX: new_unlisted is a lower bound
 
     def abspath(self, rel: str) -> str:
         return abspath(self.home, rel)
@@ -269,6 +272,7 @@ class _Walk:
         self.judge = judge
         self.new_listed = 0
         self.new_unlisted = 0
+        self.new_capped = False  # stopped counting at NEW_COUNT_MAX
         self.old = cache.by_path if cache is not None and not keep_texts else {}
         self.new_cache: dict[str, tuple[_StatKey, ManifestEntry]] = {}
         self.keep_texts = keep_texts
@@ -368,7 +372,7 @@ class _Walk:
             if self._descend_new(ent, depth):
                 sub = self._open_new(name, dir_fd)
                 if sub is not None:
-                    stack.append((sub, rel, _listdir(sub)[::-1], depth + 1))
+                    stack.append((sub, rel, self._list_new(sub), depth + 1))
             while stack:
                 fd, prefix, entries, level = stack[-1]
                 if not entries:
@@ -385,13 +389,29 @@ class _Walk:
                 if self._descend_new(child, level):
                     sub = self._open_new(child.name, fd)
                     if sub is not None:
-                        stack.append((sub, child_rel, _listdir(sub)[::-1], level + 1))
+                        stack.append((sub, child_rel, self._list_new(sub), level + 1))
         finally:
             for fd, _, _, _ in stack:
                 os.close(fd)
 
+    def _list_new(self, dir_fd: int) -> list[os.DirEntry]:
+        """A new folder's entries, at most what the count has room for (reversed, to pop)."""
+        room = NEW_COUNT_MAX - self.new_listed - self.new_unlisted
+        try:
+            with os.scandir(dir_fd) as it:
+                entries = list(itertools.islice(it, max(room, 0) + 1))
+        except OSError:
+            return []
+        if len(entries) > room:
+            self.new_capped = True
+            entries = entries[:room]
+        return sorted(entries, key=lambda e: e.name, reverse=True)
+
     def _descend_new(self, ent: os.DirEntry, depth: int) -> bool:
-        if depth + 2 > MAX_DEPTH or self.new_listed + self.new_unlisted >= NEW_COUNT_MAX:
+        if self.new_listed + self.new_unlisted >= NEW_COUNT_MAX:
+            self.new_capped = True
+            return False
+        if depth + 2 > MAX_DEPTH:
             return False
         try:
             return ent.is_dir(follow_symlinks=False)
@@ -572,6 +592,7 @@ def _take_from_fd(
         not_descended=tuple(walk.not_descended),
         taken_at=time.time(),
         new_unlisted=walk.new_unlisted,
+        new_capped=walk.new_capped,
     )
 
 

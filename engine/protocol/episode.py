@@ -669,13 +669,13 @@ class _Runner:
         with self._frozen():
             if last:
                 self._final_check()
-            over = self.sandbox.over_limits()
-            if over is not None:
-                kind, reason = over
-                self._event("warning", detail=reason)
-                return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
-            with self._phase("snapshot"):
-                return self.sandbox.snapshot()
+            with self._phase("snapshot"):  # the limits first: over one, nothing is committed
+                over = self.sandbox.over_limits()
+                if over is None:
+                    return self.sandbox.snapshot()
+            kind, reason = over
+            self._event("warning", detail=reason)
+            return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
 
     def _final_check(self) -> None:
         self._event("final_check")
@@ -791,7 +791,9 @@ class _Runner:
                 final_changes[oracle.baseline.abspath(rel)] = [CREATED]
             more = len(created) - CREATED_STORED + oracle.last.new_unlisted
             if more > 0:
-                final_changes[f"{oracle.baseline.home} (and {more} more new paths)"] = [CREATED]
+                at_least = "at least " if oracle.last.new_capped else ""
+                key = f"{oracle.baseline.home} (and {at_least}{more} more new paths)"
+                final_changes[key] = [CREATED]
         fault_cleared = None
         if self.state.fault is not None and oracle is not None:
             fault_cleared = faults.fault_cleared(self.state.fault, oracle.last)
