@@ -128,6 +128,13 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
                 _fmt(r["added_turns"]),
             )
         console.print(rec)
+    for r in report.get("repeats", []):
+        why = " (temperature 0: deterministic sampling)" if r["deterministic"] else ""
+        console.print(
+            f"Repeated attempts of {r['model']}: {r['identical']} of {r['repeat_attempts']} "
+            f"identical to an earlier attempt of the same run, over {r['runs']} run(s){why}.",
+            highlight=False,
+        )
     if report["checks"]:
         good = sum(1 for c in report["checks"] if c["ok"])
         console.print(f"check: {good}/{len(report['checks'])} task(s) check out.")

@@ -96,6 +96,27 @@ def check_params(params: dict[str, Any]) -> None:
             load_prompt(prompt)
 
 
+# Attempts per run that each kind makes at most (free and episodes: their --attempts).
+FIXED_ATTEMPTS = {"ladder": 2, "audit": 2}
+
+
+def repeat_warnings(kind: str, params: dict[str, Any]) -> list[str]:
+    """Launch notes for models whose sampling is deterministic while the job repeats attempts:
+    such attempts sample the same reply (the report counts how many came out identical)."""
+    from engine.agents.registry import deterministic
+
+    attempts = FIXED_ATTEMPTS.get(kind) or int(params.get("attempts") or 1)
+    if attempts < 2:
+        return []
+    registry = registry_for(params)
+    return [
+        f"{name}: sampling is deterministic (temperature 0), so its up to {attempts} attempts "
+        "per run will likely repeat one another; the report counts identical transcripts"
+        for name in params.get("models") or []
+        if deterministic(registry.get(name))
+    ]
+
+
 def run_context(unit: UnitContext, registry: Registry) -> RunContext:
     from store.db import default_path
 
