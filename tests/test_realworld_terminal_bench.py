@@ -16,6 +16,7 @@ import pytest
 
 from engine.sandbox.images import remove_task_images
 from engine.tasks.loader import load_task
+from engine.verify.toolchain import toolchain_dir
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -24,7 +25,11 @@ DATASET = ROOT / "tests" / "fixtures" / "terminal-bench"
 
 
 def test_validate_records_per_test_results(tmp_path: Path) -> None:
-    db = tmp_path / "validate.db"
+    db = tmp_path / "store" / "validate.db"
+    db.parent.mkdir()
+    # Build logs go to the cache folder the README names ($DEPTHTUI_CACHE here), not beside
+    # the store; the toolchain stays where it is.
+    cache = tmp_path / "cache"
     argv = ["validate", str(DATASET), "--json", "--db", str(db)]
     try:
         done = subprocess.run(
@@ -33,7 +38,12 @@ def test_validate_records_per_test_results(tmp_path: Path) -> None:
             text=True,
             cwd=ROOT,
             timeout=600,
-            env={**os.environ, "COLUMNS": "500"},
+            env={
+                **os.environ,
+                "COLUMNS": "500",
+                "DEPTHTUI_CACHE": str(cache),
+                "DEPTHTUI_TOOLCHAIN": str(toolchain_dir()),
+            },
         )
     finally:
         client = docker.from_env()
@@ -41,6 +51,9 @@ def test_validate_records_per_test_results(tmp_path: Path) -> None:
             remove_task_images(client, load_task(DATASET / task))
         client.close()
     assert done.returncode == 0, done.stderr[-3000:]
+    logs = sorted(p.name for p in (cache / "build-logs").iterdir())
+    assert [n.split("-")[0] for n in logs] == ["terminal", "terminal", "terminal"], logs
+    assert sorted(p.name for p in db.parent.iterdir() if "log" in p.name) == []
     rows = {r["task"]: r for r in json.loads(done.stdout)}
     assert {t: (r["valid"], r["tests"]) for t, r in rows.items()} == {
         "terminal-bench/word-stats": (True, 7),

@@ -118,15 +118,14 @@ def repeat_warnings(kind: str, params: dict[str, Any]) -> list[str]:
 
 
 def run_context(unit: UnitContext, registry: Registry) -> RunContext:
-    from store.db import default_path
+    from engine.cache import build_log_dir
 
-    base = Path(unit.store.path if hasattr(unit.store, "path") else default_path())
     return RunContext(
         store=unit.store,
         registry=registry,
         owner=unit.owner,
         job_id=unit.job_id,
-        log_dir=base.parent / "build-logs",
+        log_dir=build_log_dir(),
         # Inside an episode only an abort (cancel, pause, shutdown) ends it: the stop file and
         # the cost limits stop new runs (the units check between runs), never a run in flight.
         should_stop=unit.should_abort,
