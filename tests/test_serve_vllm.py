@@ -269,6 +269,9 @@ def test_log_excerpt_without_errors_is_the_tail():
     lines = serve.log_excerpt(long).splitlines()
     assert lines[0] == "ERROR boom" and lines[-1] == "x199"
     assert lines[80] == "[... 91 line(s) omitted ...]" and len(lines) == 111
+    # A server killed by a signal (the CPU build on a CPU without AVX-512 logs nothing).
+    assert serve._signal_note(-4).startswith(" (killed by SIGILL: an instruction this CPU lacks")
+    assert serve._signal_note(2) == ""
 
 
 def test_a_missing_local_model_folder_is_named(tmp_path: Path):

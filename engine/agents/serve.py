@@ -304,8 +304,8 @@ class VllmServer:
             code = self.proc.poll()
             if code is not None:
                 raise ServeError(
-                    f"vLLM exited with code {code} before it was ready; from its log "
-                    f"({self.log_path}):\n{self.log_excerpt()}"
+                    f"vLLM exited with code {code}{_signal_note(code)} before it was ready; "
+                    f"from its log ({self.log_path}):\n{self.log_excerpt()}"
                 )
             state = _health(root + "/health")
             if state == "ready":
@@ -348,6 +348,21 @@ class VllmServer:
         except OSError:
             return "(no log)"
         return log_excerpt(text)
+
+
+def _signal_note(code: int) -> str:
+    """What a negative exit code means: the signal that killed the process."""
+    if code >= 0:
+        return ""
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f" (killed by signal {-code})"
+    why = {
+        "SIGILL": ": an instruction this CPU lacks, e.g. a build for AVX-512 (docs/serve.md)",
+        "SIGKILL": ": often the out-of-memory killer",
+    }.get(name, "")
+    return f" (killed by {name}{why})"
 
 
 def log_excerpt(text: str, lines: int = EXCERPT_LINES, tail: int = TAIL_LINES) -> str:
