@@ -130,9 +130,9 @@ VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind
     --models "$MODELS" --vllm-bin "$VENV/bin/vllm" --skip-gpu-check --ready-timeout 900 \
     --vllm-arg=--dtype=bfloat16 --log "$WORK/vllm.log" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
-stop() { kill -TERM "$SERVE" 2>/dev/null; wait "$SERVE" 2>/dev/null || true; }
+stop() { kill -TERM "$SERVE" 2>/dev/null || true; wait "$SERVE" 2>/dev/null || true; }
 KEPT_LOG="${XDG_CACHE_HOME:-$HOME/.cache}/depthtui/vllm-cpu-check.log"
-trap 'stop; cp "$WORK/vllm.log" "$KEPT_LOG" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'stop; cp "$WORK/vllm.log" "$KEPT_LOG" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 900); do
     grep -q "registered" "$WORK/serve.log" 2>/dev/null && break
     kill -0 "$SERVE" 2>/dev/null || { cat "$WORK/serve.log"; die "depthtui serve exited"; }
@@ -169,3 +169,4 @@ PY
 say "stopping the server"
 stop
 say "ok"
+exit 0
