@@ -17,6 +17,7 @@ import pytest
 from engine.sandbox.images import remove_task_images
 from engine.tasks.loader import load_task
 from engine.verify.toolchain import toolchain_dir
+from store import views
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -83,3 +84,16 @@ def test_validate_records_per_test_results(tmp_path: Path) -> None:
         .fetchone()[0]
     )
     assert detail["discrimination"]["/app/stats.json"]["ok"] is True
+
+    # What the TUI's episode view shows: each test of the reference run, passed.
+    with sqlite3.connect(db) as conn:
+        [eid] = conn.execute(
+            "SELECT id FROM episodes WHERE task_id = 'terminal-bench/word-stats' "
+            "AND agent = 'oracle' AND attempt = 0 AND spec_json LIKE '%reference%'"
+        ).fetchone()
+        shown = views.verifier_results(conn, eid)
+    assert sorted(t.nodeid for t in shown) == sorted(
+        f"test_outputs.py::test_{n}"
+        for n in ("file_exists", "is_an_object", "lines", "words", "unique", "longest", "top")
+    )
+    assert {(t.outcome, t.in_inventory) for t in shown} == {("passed", True)}
