@@ -4,6 +4,7 @@ registered here, so this file stays a table of contents."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -20,12 +21,27 @@ app = typer.Typer(
 
 
 @app.callback(invoke_without_command=True)
-def root(ctx: typer.Context, db: common.DbOption = None) -> None:
+def root(
+    ctx: typer.Context,
+    db: common.DbOption = None,
+    build_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--build-proxy",
+            help="Give task image builds the host's CA bundle and proxy settings (for machines "
+            "that reach package registries through a proxy; same as DEPTHTUI_BUILD_PROXY=1). "
+            "See docs/builds.md.",
+        ),
+    ] = False,
+) -> None:
     """Open the TUI when no command is given."""
-    if db is not None:
-        import os
+    import os
 
+    if db is not None:
         os.environ["DEPTHTUI_DB"] = str(Path(db).expanduser())
+    if build_proxy:
+        # An environment variable, so a background engine started from here inherits it.
+        os.environ["DEPTHTUI_BUILD_PROXY"] = "1"
     if ctx.invoked_subcommand is None:
         from depthtui.commands.tui import open_tui
 

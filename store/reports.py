@@ -91,3 +91,38 @@ def forgeable_counts(conn: sqlite3.Connection) -> dict[str, int]:
         "WHERE e.status = 'done' AND e.forgeable = 1 GROUP BY e.task_id"
     )
     return {row[0]: row[1] for row in conn.execute(sql)}
+
+
+def repeat_runs(conn: sqlite3.Connection, modes: tuple[str, ...]) -> list[dict]:
+    """Finished model runs of these modes (newest task content), each with the temperature it
+    was configured with and a digest of its transcript (every turn's words and reasoning, every
+    command and what it showed), so that repeated attempts can be compared."""
+    import hashlib
+
+    marks = ",".join("?" for _ in modes)
+    rows = _rows(
+        conn,
+        "SELECT e.id, e.task_id, e.agent, e.cap, e.budget, e.fault_family, e.prompt_name, "
+        "e.mode, e.attempt, "
+        "json_extract(e.spec_json, '$.model.sampling.temperature') AS temperature "
+        "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
+        f"WHERE e.status = 'done' AND e.error_kind IS NULL AND e.mode IN ({marks}) "
+        "AND json_extract(e.spec_json, '$.model.kind') = 'chat' ORDER BY e.id",
+        modes,
+    )
+    digests = {r["id"]: hashlib.sha256() for r in rows}
+    if digests:
+        ids = ",".join(str(i) for i in digests)
+        for eid, idx, text, reasoning in conn.execute(
+            f"SELECT episode_id, idx, text, reasoning FROM turns WHERE episode_id IN ({ids}) "
+            "ORDER BY episode_id, idx"
+        ):
+            digests[eid].update(f"turn {idx}\0{text}\0{reasoning}\0".encode())
+        for eid, idx, command, observation in conn.execute(
+            f"SELECT episode_id, idx, command, observation FROM calls WHERE episode_id IN ({ids}) "
+            "ORDER BY episode_id, idx"
+        ):
+            digests[eid].update(f"call {idx}\0{command}\0{observation}\0".encode())
+    for row in rows:
+        row["transcript"] = digests[row["id"]].hexdigest()
+    return rows

@@ -94,7 +94,9 @@ def test_the_run_stops_at_the_failed_second_segment(run) -> None:
     assert (e["segments_total"], e["segments_passed"], e["passed"]) == (3, 1, 0)
     # Five replies, two of them closing replies (one per segment reached): 3 turns.
     assert (e["turns"], e["calls"]) == (3, 4)
-    assert (e["tests_passed"], e["tests_total"], e["reward"]) == (1, 3, 0.5)
+    # Tests counted over the graded steps (generate 3 of 3, check 1 of 2: every step's test.sh
+    # runs pytest); the reward is Harbor's, the mean over steps with a result.
+    assert (e["tests_passed"], e["tests_total"], e["reward"]) == (4, 5, 0.5)
     assert e["safe_success"] == 0
     segs = rows(run["db"], "SELECT * FROM segment_runs ORDER BY idx")
     assert [(s["idx"], s["name"], s["first_turn"], s["passed"]) for s in segs] == [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -234,6 +235,54 @@ def test_serve_reports_a_server_that_dies_while_loading(tmp_path: Path):
     text = " ".join(result.stderr.split())
     assert "vLLM exited with code 2 before it was ready" in text
     assert "unrecognized arguments: --no-such-flag" in text
+
+
+def test_a_dead_engine_is_shown_from_its_first_error_line(tmp_path: Path):
+    env = {
+        **os.environ,
+        "DEPTHTUI_VLLM": str(FAKE_VLLM),
+        "XDG_CACHE_HOME": str(tmp_path),
+        "FAKE_VLLM_CRASH": "not enough KV cache memory for max_model_len 32768",
+        "COLUMNS": "300",
+    }
+    result = subprocess.run(
+        [str(DEPTHTUI), "serve", "Qwen/Qwen3-8B", "--port", str(_free_port()), "--skip-gpu-check"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    text = " ".join(result.stderr.split())
+    assert "vLLM exited with code 1 before it was ready" in text
+    # The excerpt starts at the first error line, so the root cause is in it...
+    assert "EngineCore failed to start" in text
+    assert "RuntimeError: not enough KV cache memory for max_model_len 32768" in text
+    assert "loading step" not in text  # ...and nothing before it
+    assert "See root cause above" in text  # the end stays too
+    # The command was printed on one line, ready to copy.
+    [line] = [ln for ln in result.stdout.splitlines() if ln.startswith("starting: ")]
+    assert line.endswith("--reasoning-parser qwen3") and "serve Qwen/Qwen3-8B" in line
+
+
+def test_log_excerpt_without_errors_is_the_tail():
+    text = "\n".join(f"line {i}" for i in range(100))
+    assert serve.log_excerpt(text).splitlines() == [f"line {i}" for i in range(70, 100)]
+    long = "\n".join(["INFO ok", "ERROR boom", *(f"x{i}" for i in range(200))])
+    lines = serve.log_excerpt(long).splitlines()
+    assert lines[0] == "ERROR boom" and lines[-1] == "x199"
+    assert lines[80] == "[... 91 line(s) omitted ...]" and len(lines) == 111
+    # A server killed by a signal (the CPU build on a CPU without AVX-512 logs nothing).
+    assert serve._signal_note(-4).startswith(" (killed by SIGILL: an instruction this CPU lacks")
+    assert serve._signal_note(2) == ""
+
+
+def test_a_missing_local_model_folder_is_named(tmp_path: Path):
+    missing = tmp_path / "models" / "tiny-qwen3"
+    with pytest.raises(ServeError, match=re.escape(f"model folder {missing} does not exist")):
+        serve.vllm_command(ServeOptions(model=str(missing)), ["vllm"])
+    missing.mkdir(parents=True)
+    with pytest.raises(ServeError, match=re.escape("has no config.json")):
+        serve.vllm_command(ServeOptions(model=str(missing)), ["vllm"])
+    # A Hugging Face id is not a path, even with its slash.
+    assert serve.vllm_command(ServeOptions(model="Qwen/Qwen3-8B"), ["vllm"])[2] == "Qwen/Qwen3-8B"
 
 
 def test_serve_without_vllm_says_how_to_install_it(tmp_path: Path):

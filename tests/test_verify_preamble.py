@@ -63,10 +63,10 @@ def test_terminal_bench_template():
     bash_ok(r.script)
     assert r.runs_pytest
     lines = code_lines(r.script)
-    assert f"{PYTEST} /tests/test_outputs.py -rA" in lines
+    # --ctrf stays: the trusted toolchain has pytest-json-ctrf.
+    assert f"{PYTEST} --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA" in lines
     assert "echo 1 > /logs/verifier/reward.txt" in lines
     assert not any(w in r.script for w in ("apt-get", "astral.sh", ".local/bin/env", "uvx"))
-    assert "--ctrf" not in r.script
     assert len(r.changes) == 5
     assert r.changes[0].startswith("line 4: removed `apt-get update`")
 
@@ -108,7 +108,10 @@ def test_guarded_installer_and_commented_continuation():
         ),
         ("uv run --with pytest pytest /tests/t.py", f"{PYTEST} /tests/t.py"),
         ("uv tool run pytest /tests/t.py", f"{PYTEST} /tests/t.py"),
-        ("cd /app && pytest --ctrf=/logs/c.json t.py", f"cd /app && {PYTEST} t.py"),
+        (
+            "cd /app && pytest --ctrf=/logs/c.json t.py",
+            f"cd /app && {PYTEST} --ctrf=/logs/c.json t.py",
+        ),
         ("pip install pytest==8.4.1 pytest-timeout", "true"),
         ("python3 -m pip install --upgrade pip", "true"),
         ("uv venv .venv && source .venv/bin/activate", "true && true"),

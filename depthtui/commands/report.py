@@ -129,6 +129,13 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
                 r["added_turns_display"],
             )
         console.print(rec)
+    for r in report.get("repeats", []):
+        why = " (temperature 0: deterministic sampling)" if r["deterministic"] else ""
+        console.print(
+            f"Repeated attempts of {r['model']}: {r['identical']} of {r['repeat_attempts']} "
+            f"identical to an earlier attempt of the same run, over {r['runs']} run(s){why}.",
+            highlight=False,
+        )
     if report.get("search_estimates"):
         print_search_estimates(report["search_estimates"])
     if report["checks"]:

@@ -112,14 +112,17 @@ def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tup
     """Store a job with exactly these parameters, then run it here or hand it to the engine."""
     from engine.agents.prompts import PromptError
     from engine.agents.registry import RegistryError
-    from engine.protocol.common import check_params
+    from engine.protocol.common import check_params, repeat_warnings
     from engine.protocol.registry import get_kind
     from store.jobs import submit_job
 
     try:
         check_params(params)
+        warnings = repeat_warnings(kind, params)
     except (RegistryError, PromptError) as exc:
         fail(str(exc))
+    for warning in warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     cli = get_kind(kind).describe(params)
     job_id = submit_job(store, kind, params, cli)
     if detach:

@@ -3,6 +3,7 @@ until Ctrl-C, then stop its whole process group."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -119,7 +120,8 @@ def serve(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    console.print(f"starting: {' '.join(argv)}", highlight=False)
+    # One line, quoted as a shell would need it, so it can be copied and run by hand.
+    console.print(f"starting: {shlex.join(argv)}", highlight=False, markup=False, soft_wrap=True)
     console.print(f"log: {log_path}", highlight=False)
     server.start()
     try:
@@ -144,7 +146,7 @@ def serve(
             console.print("\n".join(entry_toml(e) for e in entries), highlight=False, markup=False)
         console.print("serving; press Ctrl-C to stop")
         code = server.proc.wait() if server.proc else 0
-        fail(f"vLLM exited with code {code}; the end of its log:\n{server.log_tail()}")
+        fail(f"vLLM exited with code {code}; from its log:\n{server.log_excerpt()}")
     except srv.ServeError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -217,10 +217,13 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
             if r["valid"]
             else "[red]invalid[/]"
         )
+        tests = str(r.get("tests", ""))
+        if "no_per_test_results" in r["flags"]:
+            tests = "[dim]reward only[/]"  # a test.sh that runs no pytest: nothing to count
         table.add_row(
             r["task"],
             valid,
-            str(r.get("tests", "")),
+            tests,
             _families_cell(r),
             "; ".join(r["reasons"]) or "",
         )

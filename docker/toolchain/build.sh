@@ -3,7 +3,8 @@
 # Python 3.11, its standard library, pytest and every shared library they load into /out, so the
 # folder runs on any x86-64 Linux through its own loader:
 #   /out/lib/ld-linux-x86-64.so.2 --library-path /out/lib /out/bin/python3.11 -I -S ...
-# Inputs (read-only): /in/runner.py and /in/site-packages/ (pytest-timeout's files).
+# Inputs (read-only): /in/runner.py and /in/site-packages/ (pytest-timeout's and
+# pytest-json-ctrf's files).
 set -euo pipefail
 OUT=/out
 PY=/usr/bin/python3.11
@@ -26,7 +27,7 @@ for f in "$PY" "$STDLIB"/lib-dynload/*.so; do ldd "$f"; done \
     | while read -r name path; do cp -L "$path" "$OUT/lib/$name"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$OUT/lib/ld-linux-x86-64.so.2"
 
-# pytest-timeout (pure Python), unpacked from its wheel by toolchain.sh.
+# pytest-timeout and pytest-json-ctrf (pure Python), unpacked from their wheels by toolchain.sh.
 cp -r /in/site-packages/. "$OUT/lib/python3/dist-packages/"
 
 cp /in/runner.py "$OUT/runner/runner.py"
@@ -56,7 +57,7 @@ chmod 755 "$OUT/bin/python3" "$OUT/bin/pytest"
 import sys, os
 sys.path.append(os.path.join(sys.prefix, "lib", "python3", "dist-packages"))
 assert sys.prefix == "/out", sys.prefix
-import ctypes, hashlib, hmac, json, ssl, sqlite3, decimal, pytest, pytest_timeout
+import ctypes, hashlib, hmac, json, ssl, sqlite3, decimal, pytest, pytest_timeout, ctrf.main
 from importlib.metadata import version
-print(sys.version.split()[0], pytest.__version__, version("pytest-timeout"))
+print(sys.version.split()[0], pytest.__version__, version("pytest-timeout"), version("pytest-json-ctrf"))
 ' > "$OUT/versions.txt"

@@ -11,12 +11,13 @@ key is read only when a client is built.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -485,3 +486,30 @@ def _tstr(value: str) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False)
+
+
+# --- one run's sampling -------------------------------------------------------------------------
+
+
+def run_seed(base: int, task_id: str, cap: int | None, attempt: int) -> int:
+    """The seed one run sends: derived from the model's base seed, the task, the stated cap and
+    the attempt, so two attempts are two samples and a rerun of the same run sends the same seed
+    (prompt arms and faults share it: they are compared on the same sample). 31 bits, which
+    every server's integer seed takes."""
+    text = f"{base}|{task_id}|{'none' if cap is None else cap}|{attempt}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1
+
+
+def for_run(config: ModelConfig, task_id: str, cap: int | None, attempt: int) -> ModelConfig:
+    """The model as one run uses it: with a seed configured, that run's own seed."""
+    base = config.sampling.seed
+    if base is None:
+        return config
+    seed = run_seed(base, task_id, cap, attempt)
+    return replace(config, sampling=replace(config.sampling, seed=seed))
+
+
+def deterministic(config: ModelConfig) -> bool:
+    """Greedy decoding (temperature 0): every attempt samples the same reply, whatever seed
+    it sends, so repeated attempts measure one sample again."""
+    return not config.builtin and config.sampling.temperature == 0

@@ -30,6 +30,12 @@ from engine.agents.registry import ModelConfig
 
 ENV_VAR = "DEPTHTUI_VLLM"
 DEFAULT_LORA_RANK = 64
+# A log line where vLLM's trouble starts: its ERROR records and a Python traceback. The excerpt
+# of a dead server starts at the first one (the root cause comes long before the last line,
+# "Engine core initialization failed. See root cause above").
+ERROR_LINE = re.compile(r"^(?:\(\w+ pid=\d+\)\s*)?(?:ERROR|CRITICAL)\b|Traceback \(most recent")
+EXCERPT_LINES = 80
+TAIL_LINES = 30
 
 # (pattern on the lower-cased model name, vLLM --tool-call-parser). First match wins, so the
 # more specific names come first.
@@ -124,8 +130,31 @@ def lora_rank(loras: tuple[tuple[str, str], ...]) -> int:
     return max(ranks) if ranks else DEFAULT_LORA_RANK
 
 
+def looks_local(model: str) -> bool:
+    """Whether MODEL names a folder on this machine rather than a Hugging Face id (`org/name`):
+    an absolute, home or dot-relative path, or one that exists."""
+    return model.startswith(("/", "~", "./", "../")) or Path(model).expanduser().exists()
+
+
+def check_local_model(model: str) -> None:
+    """A local model folder must exist and hold config.json; raises ServeError naming it."""
+    if not looks_local(model):
+        return
+    folder = Path(model).expanduser()
+    if not folder.exists():
+        raise ServeError(f"model folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ServeError(f"model {folder} is not a folder (expected a model folder)")
+    if not (folder / "config.json").is_file():
+        raise ServeError(
+            f"model folder {folder} has no config.json: not a Hugging Face model folder"
+        )
+
+
 def vllm_command(opts: ServeOptions, vllm_bin: list[str]) -> list[str]:
-    """The vLLM command line for `opts` (raises ServeError when the tool parser is unknown)."""
+    """The vLLM command line for `opts` (raises ServeError when a local model folder is
+    missing or the tool parser is unknown)."""
+    check_local_model(opts.model)
     cmd = [*vllm_bin, "serve", opts.model, "--host", opts.host, "--port", str(opts.port)]
     cmd += ["--served-model-name", opts.served_name]
     parser = opts.tool_parser if opts.tool_parser is not None else tool_parser_for(opts.model)
@@ -275,8 +304,8 @@ class VllmServer:
             code = self.proc.poll()
             if code is not None:
                 raise ServeError(
-                    f"vLLM exited with code {code} before it was ready; the end of its log "
-                    f"({self.log_path}):\n{self.log_tail()}"
+                    f"vLLM exited with code {code}{_signal_note(code)} before it was ready; "
+                    f"from its log ({self.log_path}):\n{self.log_excerpt()}"
                 )
             state = _health(root + "/health")
             if state == "ready":
@@ -312,12 +341,42 @@ class VllmServer:
         except subprocess.TimeoutExpired:
             pass
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_excerpt(self) -> str:
+        """What to show of a dead server's log (log_excerpt below)."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_excerpt(text)
+
+
+def _signal_note(code: int) -> str:
+    """What a negative exit code means: the signal that killed the process."""
+    if code >= 0:
+        return ""
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f" (killed by signal {-code})"
+    why = {
+        "SIGILL": ": an instruction this CPU lacks, e.g. a build for AVX-512 (docs/serve.md)",
+        "SIGKILL": ": often the out-of-memory killer",
+    }.get(name, "")
+    return f" (killed by {name}{why})"
+
+
+def log_excerpt(text: str, lines: int = EXCERPT_LINES, tail: int = TAIL_LINES) -> str:
+    """From the first error line on (up to `lines` of it, then the last `tail` lines after a
+    marker), or the last `tail` lines when no line looks like an error."""
+    all_lines = text.splitlines()
+    first = next((i for i, line in enumerate(all_lines) if ERROR_LINE.search(line)), None)
+    if first is None:
+        return "\n".join(all_lines[-tail:])
+    rest = all_lines[first:]
+    if len(rest) <= lines + tail:
+        return "\n".join(rest)
+    skipped = len(rest) - lines - tail
+    return "\n".join([*rest[:lines], f"[... {skipped} line(s) omitted ...]", *rest[-tail:]])
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -84,6 +84,13 @@ def build_report(
             "tasks": sorted(forgeable),
             "excluded": exclude_forgeable,
         },
+        "repeats": _repeats(
+            [
+                r
+                for r in q.repeat_runs(conn, (*UNCAPPED_MODES, "episodes"))
+                if r["task_id"] in wanted and (model is None or r["agent"] == model)
+            ]
+        ),
     }
 
 
@@ -386,6 +393,38 @@ def _safety(episodes: list[dict]) -> list[dict[str, Any]]:
                 ),
             }
         )
+    return out
+
+
+def _repeats(runs: list[dict]) -> list[dict[str, Any]]:
+    """Per model: of the attempts after the first of a run (same task, cap, budget, fault and
+    prompt), how many have a transcript identical to an earlier attempt's. Many identical
+    ones mean the attempts measured one sample (docs/attempts.md)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        key = (r["agent"], r["task_id"], r["cap"], r["budget"], r["fault_family"], r["prompt_name"])
+        groups[key].append(r)
+    per_model: dict[str, dict[str, Any]] = {}
+    for (agent, *_), members in groups.items():
+        if len(members) < 2:
+            continue
+        row = per_model.setdefault(
+            agent,
+            {"model": agent, "runs": 0, "repeat_attempts": 0, "identical": 0, "temps": set()},
+        )
+        row["runs"] += 1
+        seen: set[str] = set()
+        for m in sorted(members, key=lambda m: m["attempt"]):
+            row["temps"].add(m["temperature"])
+            if seen:
+                row["repeat_attempts"] += 1
+                row["identical"] += m["transcript"] in seen
+            seen.add(m["transcript"])
+    out = []
+    for name in sorted(per_model):
+        row = per_model[name]
+        row["deterministic"] = row.pop("temps") == {0}
+        out.append(row)
     return out
 
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.cache import build_log_dir
 from engine.jobs.containers import docker_problem
 from engine.jobs.owner import this_owner
 from engine.jobs.runner import JobListener, run_job
@@ -71,7 +72,7 @@ def _oracle_unit(ctx: UnitContext, task_id: str) -> UnitResult:
         registry=Registry(models=builtin_models(), path=None),
         owner=ctx.owner,
         job_id=ctx.job_id,
-        log_dir=Path(ctx.store.path).parent / "build-logs",
+        log_dir=build_log_dir(),
         should_stop=ctx.should_stop,
         progress=ctx.progress,
         add_cost=ctx.add_cost,

@@ -96,16 +96,36 @@ def check_params(params: dict[str, Any]) -> None:
             load_prompt(prompt)
 
 
-def run_context(unit: UnitContext, registry: Registry) -> RunContext:
-    from store.db import default_path
+# Attempts per run that each kind makes at most (free and episodes: their --attempts).
+FIXED_ATTEMPTS = {"ladder": 2, "audit": 2}
 
-    base = Path(unit.store.path if hasattr(unit.store, "path") else default_path())
+
+def repeat_warnings(kind: str, params: dict[str, Any]) -> list[str]:
+    """Launch notes for models whose sampling is deterministic while the job repeats attempts:
+    such attempts sample the same reply (the report counts how many came out identical)."""
+    from engine.agents.registry import deterministic
+
+    attempts = FIXED_ATTEMPTS.get(kind) or int(params.get("attempts") or 1)
+    if attempts < 2:
+        return []
+    registry = registry_for(params)
+    return [
+        f"{name}: sampling is deterministic (temperature 0), so its up to {attempts} attempts "
+        "per run will likely repeat one another; the report counts identical transcripts"
+        for name in params.get("models") or []
+        if deterministic(registry.get(name))
+    ]
+
+
+def run_context(unit: UnitContext, registry: Registry) -> RunContext:
+    from engine.cache import build_log_dir
+
     return RunContext(
         store=unit.store,
         registry=registry,
         owner=unit.owner,
         job_id=unit.job_id,
-        log_dir=base.parent / "build-logs",
+        log_dir=build_log_dir(),
         # Inside an episode only an abort (cancel, pause, shutdown) ends it: the stop file and
         # the cost limits stop new runs (the units check between runs), never a run in flight.
         should_stop=unit.should_abort,

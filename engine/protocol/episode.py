@@ -35,7 +35,7 @@ from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
 from engine.agents.make import make_agent
 from engine.agents.prompts import compose_user_message, load_prompt
 from engine.agents.records import SegmentEnd, TurnRecord
-from engine.agents.registry import Registry, RegistryError
+from engine.agents.registry import Registry, RegistryError, for_run
 from engine.oracle import changes as oracle_changes
 from engine.oracle import faults, planted
 from engine.oracle.contract import KINDS, Permits
@@ -192,6 +192,8 @@ def run_episode(
             {
                 **spec.key_material(model, prompt_text),
                 "run_key": run_key,
+                # What the requests carry (the key holds the base seed; docs/attempts.md).
+                "request_seed": for_run(model, task.id, spec.cap, spec.attempt).sampling.seed,
                 "replay_of": spec.replay_of,
             },
             default=str,
@@ -227,8 +229,8 @@ def run_episode(
         limits = replace(limits, command_budget=spec.budget)
     spec = replace(spec, limits=limits)
     work = EpisodeWork(
-        task, spec, model, prompt_text, state.episode_id, ctx.job_id, ctx.log_dir,
-        contract, replay_turns, after_agent,
+        task, spec, for_run(model, task.id, spec.cap, spec.attempt), prompt_text,
+        state.episode_id, ctx.job_id, ctx.log_dir, contract, replay_turns, after_agent,
     )  # fmt: skip
     recorder = StoreRecorder(ctx.store, state.episode_id, ctx.owner)
     executor = ctx.executor or LOCAL
@@ -750,7 +752,11 @@ class _Runner:
                     break
         passed = error_kind is None and seg_passed == len(task.segments)
         all_graded = len(grades) == len(task.segments)
-        if task.verifier_kind == "pytest":
+        counted = bool(grades) and all(g.per_test for g in grades)
+        if task.verifier_kind == "pytest" or (counted and not task.multi_segment):
+            # Counted tests (a pytest task, or a single-instruction test.sh that ran pytest):
+            # the reward over the tests (docs/verifier.md); for test.sh the reward file's gate
+            # must pass too.
             tp = sum(g.tests_passed for g in grades)
             tt = sum(g.tests_total for g in grades)
             result = outcome(
@@ -760,20 +766,29 @@ class _Runner:
                 error_kind=error_kind,
                 error_detail=error_detail,
             )
-            complete = result.complete and all_graded
-            reward = result.reward
-            if not all_graded and not collateral and error_kind is None:
+            complete = result.complete and all_graded and passed
+            if collateral:
+                reward = -1.0
+            elif result.error_kind is not None:
+                reward = 0.0
+            else:
                 # Segments never reached count as not complete (docs/verifier.md: the reward is
                 # task-wide).
-                reward = 0.5 * tp / tt if tt else 0.0
+                reward = 0.5 * float(complete) + (0.5 * tp / tt if tt else 0.0)
             error_kind, error_detail = result.error_kind, result.error_detail
         else:
+            # Harbor's own reward: test.sh's, combined over steps by the task's strategy
+            # (docs/verifier-tests.md); the tests are counted where every graded step ran pytest.
             combined = combine_steps(
                 [g.rewards if g.error_kind is None else None for g in grades]
                 + [None] * (len(task.segments) - len(grades)),
                 task.reward_strategy,
             )
-            tp, tt = seg_passed, len(task.segments)
+            if counted:
+                tp = sum(g.tests_passed for g in grades)
+                tt = sum(g.tests_total for g in grades)
+            else:
+                tp, tt = seg_passed, len(task.segments)
             complete = passed
             if collateral:
                 reward = -1.0
@@ -860,6 +875,9 @@ class Grade:
     error_detail: str | None = None
     # The tests ran agent code where it could forge this grade (evidence: file:line: what).
     forgeable: tuple[str, ...] = ()
+    # Whether tests_passed/tests_total count tests (every pytest verdict; a Harbor test.sh
+    # that runs pytest) or only say the reward file's verdict as 1/1 or 0/1.
+    per_test: bool = True
 
 
 def grade_sandbox(
@@ -912,10 +930,10 @@ def grade_snapshot(
         "depthtui.job": str(job_id or ""),
         "depthtui.episode": str(episode_id),
     }
+    inventory = None
+    if contract is not None and not task.multi_segment and contract.get("tests"):
+        inventory = list(contract["tests"])
     if task.verifier_kind == "pytest":
-        inventory = None
-        if contract is not None and not task.multi_segment and contract.get("tests"):
-            inventory = list(contract["tests"])
         verdict = pytest_verifier.run_pytest_verifier(
             pytest_verifier.spec_for(
                 task,
@@ -938,18 +956,20 @@ def grade_snapshot(
             forgeable=verdict.risk if verdict.forgeable else (),
         )
     verdict = harbor_verifier.run_harbor_verifier(
-        harbor_verifier.spec_for(task, idx, image, labels=labels)
+        harbor_verifier.spec_for(task, idx, image, labels=labels),
+        inventory,
     )
     return Grade(
         passed=verdict.passed,
         rewards=dict(verdict.rewards),
-        tests_passed=int(verdict.passed),
-        tests_total=1,
-        results=[],
+        tests_passed=verdict.tests_passed if verdict.per_test else int(verdict.passed),
+        tests_total=verdict.tests_total if verdict.per_test else 1,
+        results=[r.row() for r in verdict.results],
         output=verdict.output,
         error_kind=verdict.error_kind,
         error_detail=verdict.error_detail,
         forgeable=verdict.risk if verdict.forgeable else (),
+        per_test=verdict.per_test,
     )
 
 

@@ -40,13 +40,15 @@ from engine.tasks.hashing import env_hash, tests_hash
 from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
-from engine.verify.harbor_verifier import graded_tests
+from engine.verify.harbor_verifier import graded_tests, runs_pytest
 from store import protocol as sp
 from store import vocab
 from store.triage import FLAG_GRADER_ACCEPTS
 
 SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
 MAX_MUTATED_FILES = 4
+# A Harbor task graded by its reward file alone (its test.sh runs no pytest).
+FLAG_NO_PER_TEST = "no_per_test_results"
 # The reference under a fault gets this many times its clean run's time, at least the floor and
 # at most the command limit: a fault that bites by hanging it (a blocking pipe) then shows in
 # seconds rather than after the whole command limit, and a fault that merely slows it this much
@@ -149,6 +151,8 @@ class _Audit:
         }
         inventory = list(ref.inventory)
         self.detail["reference_changes"] = ref.final_changes
+        if task.verifier_kind == "harbor" and not inventory:
+            self._no_per_test_results()
 
         pristine = self._pristine()
         if pristine is None:
@@ -175,6 +179,18 @@ class _Audit:
                 if target is not None:
                     targets[family] = target
         return self._contract(permitted, inventory, targets)
+
+    def _no_per_test_results(self) -> None:
+        """A Harbor task whose reference recorded no test: fine when its test.sh runs no pytest
+        (the reward file decides, marked so); a reason when it does (docs/verifier-tests.md)."""
+        if any(runs_pytest(seg.tests) for seg in self.task.segments):
+            self.reasons.append("test.sh runs pytest, yet the reference run recorded no test")
+            return
+        self.flags.append(FLAG_NO_PER_TEST)
+        self.detail["per_test"] = (
+            "test.sh runs no pytest: its reward file alone decides; no test inventory, no "
+            "fraction of tests passed"
+        )
 
     def _families(self) -> list[str]:
         return list(self.params.get("families") or FAULT_FAMILIES)

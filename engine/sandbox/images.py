@@ -29,6 +29,7 @@ import docker
 import docker.errors
 from docker.utils.json_stream import json_stream
 
+from engine.sandbox import build_proxy
 from engine.sandbox.base import SandboxError
 from engine.sandbox.buildkit import to_classic
 from engine.sandbox.dockerapi import connect
@@ -99,9 +100,18 @@ def build_image(
         warnings.append(warning)
         say(f"warning: {warning}")
 
+    try:
+        proxy = build_proxy.from_host()
+    except build_proxy.BuildProxyError as exc:
+        raise SandboxError("build", str(exc)) from None
+    if proxy is not None:
+        text = build_proxy.inject(text, proxy)
+
     files = list(_context_files(task))
     digest = hashlib.sha256()
     digest.update(text.encode())
+    if proxy is not None:
+        digest.update(proxy.tag_material())
     for base_id in base_ids:
         digest.update(base_id.encode())
     for rel, path, st in files:
@@ -124,9 +134,14 @@ def build_image(
             log.write(f"warning: {warning}\n")
         for note in notes:
             log.write(f"note: {note}\n")
-        _write_context(context, files, text)
+        extra: dict[str, bytes] = {}
+        if proxy is not None:
+            log.write(f"note: {proxy.describe()}\n")
+            extra[build_proxy.CONTEXT_NAME] = proxy.ca_bytes
+        _write_context(context, files, text, extra)
         context.seek(0)
-        _run_build(client, context, tag, task, labels or {}, log, say)
+        buildargs = dict(proxy.proxies) if proxy is not None else {}
+        _run_build(client, context, tag, task, labels or {}, log, say, buildargs)
     return ImageResult(tag=tag, built=True, warnings=tuple(warnings), log_path=log_path)
 
 
@@ -304,15 +319,18 @@ def _hash_entry(digest: hashlib._Hash, rel: str, path: Path, st: os.stat_result)
 
 
 def _write_context(
-    out: io.IOBase, files: list[tuple[str, Path, os.stat_result]], dockerfile: str
+    out: io.IOBase,
+    files: list[tuple[str, Path, os.stat_result]],
+    dockerfile: str,
+    extra: dict[str, bytes] | None = None,
 ) -> None:
     with tarfile.open(fileobj=out, mode="w") as tar:
         for rel, path, _ in files:
             tar.add(str(path), arcname=rel, recursive=False)
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
+        for name, data in {**(extra or {}), "Dockerfile": dockerfile.encode()}.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
 
 
 def _run_build(
@@ -323,6 +341,7 @@ def _run_build(
     labels: dict[str, str],
     log: io.TextIOBase,
     say: Progress,
+    buildargs: dict[str, str] | None = None,
 ) -> None:
     """POST /build and follow its stream into the log. The response is ours, so at the deadline
     its socket is shut down from a timer: the engine sees the client go and cancels the build,
@@ -336,6 +355,8 @@ def _run_build(
         "dockerfile": "Dockerfile",
         "labels": json.dumps({"depthtui.task": task.id, **labels}),
     }
+    if buildargs:
+        params["buildargs"] = json.dumps(buildargs)
     error = ""
     task_fault = False  # the Dockerfile failed, not the engine
     expired = threading.Event()

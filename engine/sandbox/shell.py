@@ -13,13 +13,14 @@ How a command travels (the framing never depends on what the command prints):
    unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
    <quiet> <cwd>\\0` on stdout where the command's output stops, or, when the shell's stdout is
    no longer the stream it started with, `\\x1e<nonce>\\x1f` on stdout and `\\x1e<nonce> <exit
-   code> <cwd>\\0` on stderr, a separate stream of the exec that the command's own (merged)
-   output never reaches. The nonce is fresh for every command and, while the command runs,
-   exists only in the host and in the part of bash's input not yet read: not in the
-   environment, a file or a variable. Text the command prints, a guessed marker included,
-   cannot end it early. (A process that deliberately reads the rest of its parent shell's input
-   through /proc could learn it; it runs as the same uid as the shell, which no design with the
-   shell as the agent's own user can prevent.)
+   code> <where> <cwd>\\0` on stderr (`where` the stdout mark went: c closed, r redirected, u
+   unknown), a separate stream of the exec that the command's own (merged) output never reaches.
+   The nonce is fresh for every command and, while the command runs, exists only in the host and
+   in the part of bash's input not yet read: not in the environment, a file or a variable. Text
+   the command prints, a guessed marker included, cannot end it early. (A process that
+   deliberately reads the rest of its parent shell's input through /proc could learn it; it runs
+   as the same uid as the shell, which no design with the shell as the agent's own user can
+   prevent.)
 3. Unless the last end mark said the container was quiet, `__depthtui_begin` first prints a
    start mark on stderr (the newest pid): it tells a command that never ended from a shell
    killed before it read the command, and which processes a timeout must kill.
@@ -121,10 +122,14 @@ __depthtui_end() {
         \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
     else
         \builtin printf '\036%s\037' "$__dt_n"
-        \builtin printf '\036%s %s %s\0' "$__dt_n" "$1" "$PWD" >&2
+        # Where that stdout mark went: u unknown (it may still come), c the shell's stdout is
+        # closed, r it is redirected (the mark is in the file; the agent may restore it).
+        if [[ -z $__dt_out ]]; then __dt_s=u; elif [[ -e /proc/$$/fd/1 ]]; then __dt_s=r
+        else __dt_s=c; fi
+        \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
     fi
     __dt_rc=$1 __dt_open=
-    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_p __dt_fi __dt_h
+    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_p __dt_fi __dt_h __dt_s
     case $2 in *x*) \builtin set -x ;; esac
     case $2 in *v*) \builtin set -v ;; esac
 }
@@ -188,6 +193,7 @@ class _Outcome:
         self.cwd: str | None = None
         self.last_pid: int | None = None  # the newest pid when the command began
         self.err_lost = False  # the stdout mark came and the stderr mark never did
+        self.out_closed = False  # the command closed the shell's own stdout (`exec 1>&-`)
         self.quiet = False  # no process newer than the shell was left when it ended
 
     @property
@@ -255,8 +261,11 @@ class _Outcome:
         end = self._err.find(b"\0", at)
         if end < 0:
             return
-        code, _, cwd = bytes(self._err[at + len(self.err_mark) : end]).partition(b" ")
+        code, where, cwd = bytes(self._err[at + len(self.err_mark) : end]).split(b" ", 2)
         self._finish(code, cwd)
+        if where in (b"c", b"r"):  # the stdout mark cannot come on our stream: no lag to wait
+            self.out_done = True
+            self.out_closed = where == b"c"
 
 
 class PersistentShell:
@@ -411,9 +420,15 @@ class PersistentShell:
             restarted = True
             exit_code, said = self._replace_after_death()
             notes.append(said)
-        elif outcome.err_lost or (outcome.exit_code is not None and not outcome.out_done):
-            # The shell's own stdout or stderr no longer reaches us (`exec 1>&-`, `exec 2>&-`,
-            # `exec >file`): every later command would come back empty or never end.
+        elif (
+            outcome.err_lost
+            or outcome.out_closed
+            or (outcome.exit_code is not None and not outcome.out_done)
+        ):
+            # The shell's own stdout or stderr no longer reaches us (`exec 1>&-`, or stdout
+            # redirected where we cannot tell): every later command would come back empty or
+            # never end. A stdout the command redirected to a file (`exec >f`) is the agent's
+            # choice and can be restored (`exec >&7`): that shell is kept.
             lost = "standard error" if outcome.err_lost else "standard output"
             restarted = True
             cwd = self._kill_shell()

@@ -6,16 +6,22 @@ offline with the trusted pytest (preamble.py), run as `(/tests/test.sh) >
 fresh host folder mounted over whatever the snapshot holds there, so no reward file the agent
 left behind counts, and no agent process survives into the run. reward.json wins over
 reward.txt; missing, empty or garbage is a verifier error.
+
+Per-test results: every pytest run the rewritten test.sh makes is the trusted toolchain's, whose
+collector writes one record per run into a fresh host folder mounted at RESULTS_DIR; they are
+graded by the same inventory rule as pytest tasks (docs/verifier-tests.md). A test.sh that runs
+no pytest has no per-test results (`per_test` False) and its reward file alone decides.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import docker
@@ -27,11 +33,15 @@ from engine.verify.container import Bind, RunResult, docker_client, run_once
 from engine.verify.preamble import OFFLINE_MARKER, OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_passes, parse_rewards
+from engine.verify.runner import RESULTS_DIR
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
+from engine.verify.verdict import TestResult, grade
 
 LOGS_MOUNT = "/logs/verifier"
 COMMAND = f"({TESTS_MOUNT}/test.sh) > {LOGS_MOUNT}/test-stdout.txt 2>&1"
 READ_LIMIT = 1024 * 1024
+# Records beyond this many pytest runs in one test.sh are ignored (and said so).
+MAX_RECORDS = 50
 OUTPUT_TAIL = 4000
 
 
@@ -62,6 +72,13 @@ class HarborVerdict:
     exit_code: int | None = None  # test.sh's; recorded, never used to grade
     toolchain_sha256: str = ""
     duration_s: float = 0.0
+    # Per-test results of the pytest runs test.sh made (the inventory rule applied); per_test
+    # is False when test.sh runs no pytest, and then the counts mean nothing.
+    per_test: bool = False
+    results: tuple[TestResult, ...] = ()
+    tests_passed: int = 0
+    tests_total: int = 0
+    inventory: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -91,6 +108,15 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> H
     return HarborSpec(**values)
 
 
+def runs_pytest(tests: Mapping[str, Path]) -> bool:
+    """Whether the task's test.sh, made to run offline, runs the trusted pytest (and so gives
+    per-test results)."""
+    try:
+        return rewrite_test_sh(Path(tests["test.sh"]).read_text(errors="replace")).runs_pytest
+    except (KeyError, OfflineError, OSError):
+        return False
+
+
 def graded_tests(tests: Mapping[str, Path]) -> dict[str, Path | bytes]:
     """The test files as the verifier runs them: test.sh after its offline rewrite, so a scan
     for agent-written code does not count the network preamble the verifier drops. A test.sh
@@ -118,6 +144,7 @@ def _error(code: str, detail: str, **extra: object) -> HarborVerdict:
 
 def run_harbor_verifier(
     spec: HarborSpec,
+    inventory: Sequence[str] | None = None,
     *,
     client: docker.DockerClient | None = None,
     toolchain: Toolchain | None = None,
@@ -125,7 +152,9 @@ def run_harbor_verifier(
     """Run the task's test.sh against snapshot `spec.image` and read its reward. Never raises
     for what happens in the container; every failure is a verdict with error_kind "verifier".
     Tests that run agent-written code are graded as Harbor grades them, and the verdict says
-    it is forgeable (`risk` holds the evidence)."""
+    it is forgeable (`risk` holds the evidence). `inventory`: the frozen test inventory (node
+    ids relative to /tests) that the per-test results are graded against; None on a first run,
+    when it is what pytest executed."""
     if "test.sh" not in spec.tests:
         return _error("no_test_sh", "the task has no tests/test.sh")
     try:
@@ -154,9 +183,11 @@ def run_harbor_verifier(
 
     logs = Path(tempfile.mkdtemp(prefix="depthtui-logs-"))
     script_dir = Path(tempfile.mkdtemp(prefix="depthtui-testsh-"))
+    results = Path(tempfile.mkdtemp(prefix="depthtui-results-"))
     try:
-        # Writable by whichever uid the verifier runs as; the folder is this run's alone.
+        # Writable by whichever uid the verifier runs as; the folders are this run's alone.
         logs.chmod(0o777)
+        results.chmod(0o777)
         script = script_dir / "test.sh"
         script.write_text(rewrite.script)
         tests = {**spec.tests, "test.sh": script}
@@ -174,6 +205,7 @@ def run_harbor_verifier(
                     Bind(str(tests_dir), TESTS_MOUNT),
                     Bind(str(tc.path), MOUNT),
                     Bind(str(logs), LOGS_MOUNT, read_only=False),
+                    Bind(str(results), RESULTS_DIR, read_only=False),
                     Bind("/dev/null", "/etc/ld.so.preload"),
                 ],
                 limits=spec.limits,
@@ -181,12 +213,77 @@ def run_harbor_verifier(
                 labels=spec.labels,
                 drop_all_caps=False,
             )
-        return _judge(spec, run, logs, changes, risk, tc)
+        verdict = _judge(spec, run, logs, changes, risk, tc)
+        if not rewrite.runs_pytest:
+            return verdict
+        return _with_tests(verdict, _read_records(results), inventory)
     except (SandboxError, docker.errors.DockerException, OSError) as exc:
         return _error("docker", str(exc), changes=changes, risk=risk.lines())
     finally:
         shutil.rmtree(logs, ignore_errors=True)
         shutil.rmtree(script_dir, ignore_errors=True)
+        shutil.rmtree(results, ignore_errors=True)
+
+
+def _read_records(folder: Path) -> list[dict]:
+    """The runner's per-test records, in the order the pytest runs ended; a file that is not a
+    regular file or not a JSON object is skipped."""
+    records: list[dict] = []
+    for path in sorted(folder.glob("[0-9]*.json"))[:MAX_RECORDS]:
+        try:
+            record = json.loads(_read_regular(path) or b"")
+        except (RewardError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("tests"), list):
+            records.append(record)
+    return records
+
+
+def merge_records(records: Sequence[dict]) -> dict:
+    """One record for all the pytest runs of a test.sh: each test's phases from the last run
+    that reported it."""
+    tests: dict[str, dict] = {}
+    collect_errors: list = []
+    for record in records:
+        collect_errors += record.get("collect_errors") or []
+        for entry in record["tests"]:
+            if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
+                tests[entry["nodeid"]] = entry
+    return {"tests": list(tests.values()), "collect_errors": collect_errors}
+
+
+def _with_tests(
+    verdict: HarborVerdict, records: Sequence[dict], inventory: Sequence[str] | None
+) -> HarborVerdict:
+    """The verdict with the per-test results of test.sh's pytest runs. With no test result at
+    all (pytest never started: test.sh stopped before it; or it collected nothing) a failing
+    reward stands alone, and a passing one is a verifier error: a pass no test stands behind."""
+    results, passed, total, inv = grade(merge_records(records), inventory)
+    if total == 0:
+        if not verdict.ok or not verdict.passed:
+            return verdict
+        why = "no pytest run left a record" if not records else "pytest ran no test"
+        failed = _error("empty_inventory", f"test.sh runs pytest, yet {why}")
+        return replace(failed, **{k: getattr(verdict, k) for k in _KEPT})
+    return replace(
+        verdict,
+        per_test=True,
+        results=results,
+        tests_passed=passed,
+        tests_total=total,
+        inventory=inv,
+    )
+
+
+# What an error verdict made after the run keeps of the run's own verdict.
+_KEPT = (
+    "output",
+    "changes",
+    "risk",
+    "exit_code",
+    "toolchain_sha256",
+    "duration_s",
+)
 
 
 def _judge(

@@ -8,7 +8,7 @@ uv installer piped to sh, `source $HOME/.local/bin/env`, `uvx -p 3.13 -w pytest=
 - preamble that only fetches tools: replaced by `true` (keeps `if`/`then` blocks well formed);
 - the pytest command (bare, `python -m pytest`, `uvx ... pytest`, `uv run ... pytest`): its
   program words become the trusted toolchain's pytest; the test files, options and everything
-  after it (the reward lines) stay; `--ctrf FILE` goes, since that plugin is not in the toolchain;
+  after it (the reward lines) stay, `--ctrf FILE` included (the toolchain has pytest-json-ctrf);
 - `apt-get install` of anything else: replaced by a check that the packages are already in the
   image, printing OFFLINE_MARKER (a verifier error) when one is not;
 - anything else that needs the network (other packages for pytest, a download from a remote
@@ -32,6 +32,7 @@ OFFLINE_MARKER = "DEPTHTUI-OFFLINE-MISSING:"
 PYTEST_PACKAGES = frozenset(
     {"pytest", "pytest-json-ctrf", "pytest-timeout", "pluggy", "iniconfig", "packaging"}
 )
+TOOLCHAIN_PLUGINS = "pytest, pytest-timeout and pytest-json-ctrf"
 # Tools a preamble installs only to fetch other tools; harmless to skip.
 TOOL_PACKAGES = PYTEST_PACKAGES | {"pip", "setuptools", "wheel", "uv"}
 APT_TOOL_PACKAGES = frozenset(
@@ -283,7 +284,7 @@ def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str],
             k = last + 1
             continue
         if action[0] == "pytest":
-            args = _without_ctrf(body[action[1] :])
+            args = body[action[1] :]
             edits.append((start, end, " ".join([pytest, *(w.raw for w in args)])))
             notes.append(f"`{_short(chunk[start:end])}` -> the trusted pytest")
             found_pytest = True
@@ -445,7 +446,7 @@ def _judge_pip(rest: list[str], where: str) -> tuple:
     if other:
         raise OfflineError(
             f"{where}: installs {', '.join(other)} from the network; the trusted pytest has "
-            "only pytest and pytest-timeout"
+            f"only {TOOLCHAIN_PLUGINS}"
         )
     return ("drop", "installs pytest tooling; the trusted pytest replaces it")
 
@@ -475,7 +476,7 @@ def _judge_uv_tool(args: list[str], where: str) -> tuple:
     if other:
         raise OfflineError(
             f"{where}: the tests need {', '.join(other)} from the network; the trusted pytest "
-            "has only pytest and pytest-timeout"
+            f"has only {TOOLCHAIN_PLUGINS}"
         )
     if tool is None:
         return ("drop", "uvx without a command")
@@ -520,22 +521,6 @@ def _refuse_remote(argv: list[str], where: str) -> None:
             host = (match.group(1) or match.group(2) or "").lower()
             if host and not LOCAL_HOSTS.match(host):
                 raise OfflineError(f"{where}: downloads from {host}; the verifier has no network")
-
-
-def _without_ctrf(words: list[_Word]) -> list[_Word]:
-    out: list[_Word] = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-            continue
-        if word.value == "--ctrf":
-            skip = True
-            continue
-        if word.value.startswith("--ctrf="):
-            continue
-        out.append(word)
-    return out
 
 
 def _short(text: str, limit: int = 70) -> str:

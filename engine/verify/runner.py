@@ -16,8 +16,11 @@ The protocol, in order:
 5. print exactly one line: RECORD_PREFIX, the record as base64 JSON, and its HMAC-SHA256 under
    the secret. The secret itself never leaves the process.
 
-`--plain ARGS...` runs the toolchain's pytest as a command (Harbor test.sh mode: no secret, no
-record, exit status is pytest's).
+`--plain ARGS...` runs the toolchain's pytest as a command (Harbor test.sh mode: no secret, exit
+status is pytest's). The same collector records each test's phases; when RESULTS_DIR exists (the
+Harbor verifier mounts a fresh host folder there) one JSON file per pytest run is written into
+it. Like the reward file test.sh writes, that file is as trustworthy as test.sh's run itself
+(docs/verifier-tests.md). pytest-json-ctrf is loaded too, so a test.sh's `--ctrf FILE` works.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ PR_SET_DUMPABLE = 4
 # Exit statuses of the runner itself (pytest's own status is inside the record).
 EXIT_USAGE = 2
 EXIT_DUMPABLE = 3
+# Where `--plain` writes its per-test records (a host folder the Harbor verifier mounts).
+RESULTS_DIR = "/opt/depthtui/results"
+# pytest-json-ctrf's module: Terminal-Bench test.sh files pass `--ctrf FILE`.
+CTRF_PLUGIN = "ctrf.main"
 
 
 def sign(secret: bytes, payload: bytes) -> str:
@@ -248,10 +255,65 @@ def run_signed(argv: list[str]) -> int:
 def run_plain(argv: list[str]) -> int:
     _scrub_environment()
     _use_toolchain_packages()
+    import importlib.util
+
     import pytest
 
-    # The caller's own options come last, so its -c or --rootdir win over ours.
-    return int(pytest.main([*_isolation_args("/tests"), *argv]))
+    plugins = ["-p", CTRF_PLUGIN] if importlib.util.find_spec("ctrf") is not None else []
+    collector = Collector()
+    record: dict = {"v": RECORD_VERSION, "argv": argv[:50], "internal_error": None}
+    status = 3
+    try:
+        # The caller's own options come last, so its -c or --rootdir win over ours.
+        status = int(
+            pytest.main(
+                [*_isolation_args("/tests"), *plugins, *argv],
+                plugins=[collector, _report_times(pytest)],
+            )
+        )
+        record["exitstatus"] = status
+    except BaseException as exc:
+        record["exitstatus"] = None
+        record["internal_error"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
+    record.update(
+        collected=collector.collected,
+        collect_errors=collector.collect_errors,
+        tests=[{"nodeid": k, **v} for k, v in collector.tests.items()],
+    )
+    _write_plain_record(record)
+    return status
+
+
+def _report_times(pytest) -> object:
+    """A plugin giving each report the `start`/`stop` that pytest-json-ctrf reads: pytest added
+    them to TestReport after 7.2, the toolchain's release; its CallInfo has had them long."""
+
+    class ReportTimes:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            result = yield
+            report = result.get_result()
+            if not hasattr(report, "start"):
+                report.start, report.stop = call.start, call.stop
+
+    return ReportTimes()
+
+
+def _write_plain_record(record: dict) -> None:
+    """One file per pytest run, named so that runs sort in the order they ended; written to a
+    temporary name first so the host never reads half a record."""
+    import time
+
+    if not os.path.isdir(RESULTS_DIR):
+        return
+    name = f"{time.time_ns():020d}-{os.getpid()}.json"
+    tmp = os.path.join(RESULTS_DIR, "." + name)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        os.rename(tmp, os.path.join(RESULTS_DIR, name))
+    except OSError as exc:
+        print(f"depthtui-runner: could not write the per-test record: {exc}", file=sys.stderr)
 
 
 def main() -> int:

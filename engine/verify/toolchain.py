@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.cache import cache_dir
+
 # Where verifier containers see the toolchain (read-only bind mount).
 MOUNT = "/opt/depthtui/toolchain"
 RUNNER = f"{MOUNT}/runner/runner.py"
@@ -55,11 +57,7 @@ def toolchain_dir() -> Path:
     explicit = os.environ.get("DEPTHTUI_TOOLCHAIN")
     if explicit:
         return Path(explicit).expanduser()
-    cache = os.environ.get("DEPTHTUI_CACHE")
-    if cache:
-        return Path(cache).expanduser() / "toolchain"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg).expanduser() / "depthtui" / "toolchain"
+    return cache_dir() / "toolchain"
 
 
 def runner_source() -> Path:
