@@ -86,8 +86,10 @@ def test_atif_1_2_and_1_7_trajectories_give_their_turns(imported) -> None:
     db, _ = imported
     episodes = by_agent(db)
     old, new = episodes["openai/gpt-test"], episodes["anthropic/claude-test"]
+    # Two agent steps: one with the call, and the closing reply, which is no turn
+    # (docs/work-and-turns.md).
     assert (old["turns"], old["prompt_tokens"], old["prompt_text"]) == (
-        2,
+        1,
         240,
         "You are a terminal agent.",
     )

@@ -18,6 +18,7 @@ from engine.tasks.loader import load_task, load_tasks
 from engine.verify.agent_code import scan_tests
 from engine.verify.harbor_verifier import graded_tests
 from engine.verify.preamble import OfflineError, rewrite_test_sh
+from store import vocab
 from tests.conftest import ROOT
 
 REALWORLD = ROOT / "tests" / "fixtures" / "realworld"
@@ -176,6 +177,7 @@ def _result(kind: str | None, detail: str | None) -> EpisodeResult:
         cost_usd=0.0,
         reward=0.0,
         collateral=False,
+        outcome=vocab.classify(False, kind, detail),  # as the store classifies what it finished
     )
 
 
