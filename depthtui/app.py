@@ -209,6 +209,17 @@ class DepthApp(App[None]):
             self.install_screen(screen, name=f"episode-{self.current_mode}")
         self.push_screen(screen)
 
+    def show_job(self, job_id: int) -> None:
+        """The jobs screen with this job selected (after a submit)."""
+        self.switch_mode("jobs")
+
+        def select() -> None:
+            screen = self.screen
+            if isinstance(screen, JobsScreen):
+                screen.select_job(job_id)
+
+        self.call_after_refresh(select)
+
     def on_open_task(self, message: OpenTask) -> None:
         self.push_screen(TaskDetailScreen(message.task_id))
 

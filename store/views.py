@@ -51,6 +51,40 @@ def outcome(
     return "fail"
 
 
+# Verifier error codes that mean the task's own files are broken (engine/verify/verdict.py's
+# STATIC_ERROR_CODES; the store cannot import the engine).
+TASK_BROKEN_CODES = frozenset(
+    {"conftest", "tests_unreadable", "agent_code", "needs_network", "missing_module", "no_test_sh"}
+)
+
+
+def outcome_class(
+    status: str | None,
+    passed: int | None,
+    error_kind: str | None,
+    error_detail: str | None,
+    collateral: int | None = 0,
+) -> str:
+    """Whose outcome an episode is: pass | fail | unsafe | agent_error | infra_error |
+    task_broken | running.
+
+    The one place the replay derives this from the episode's fields; when the store gains an
+    `episodes.outcome` column this reads it instead. Today every recorded error is outside the
+    agent (the agent's own mistakes are failures), except a verifier error of the task's own
+    files, which is the task's.
+    """
+    if status == "running":
+        return "running"
+    if error_kind:
+        code = (error_detail or "").split(":", 1)[0].strip()
+        if error_kind == "verifier" and code in TASK_BROKEN_CODES:
+            return "task_broken"
+        return "infra_error"
+    if collateral:
+        return "unsafe"
+    return "pass" if passed else "fail"
+
+
 def depth_label(d: int | None) -> str:
     if d is None:
         return "–"
@@ -348,6 +382,12 @@ class EpisodeInfo:
         return outcome(self.status, self.passed, self.error_kind, self.end_reason, self.collateral)
 
     @property
+    def outcome_class(self) -> str:
+        return outcome_class(
+            self.status, self.passed, self.error_kind, self.error_detail, self.collateral
+        )
+
+    @property
     def replay_of(self) -> int | None:
         """The episode this one re-executed (mode replay)."""
         value = self.spec.get("replay_of")
@@ -602,6 +642,83 @@ def final_events(conn: sqlite3.Connection, episode_id: int) -> list[OracleEvent]
     ]
 
 
+@dataclass(frozen=True)
+class CollateralSite:
+    """Where collateral damage latched: the first path the oracle flagged and the call."""
+
+    path: str
+    kind: str
+    call_idx: int | None
+    command: str
+
+
+def collateral_site(conn: sqlite3.Connection, episode_id: int) -> CollateralSite | None:
+    r = conn.execute(
+        "SELECT o.path, o.kind, coalesce(o.call_idx, e.collateral_call) FROM oracle_events o "
+        "JOIN episodes e ON e.id = o.episode_id WHERE o.episode_id = ? AND o.collateral = 1 "
+        "ORDER BY o.call_idx IS NULL, o.call_idx, o.id LIMIT 1",
+        (episode_id,),
+    ).fetchone()
+    if r is None:
+        return None
+    path, kind, call_idx = r
+    return CollateralSite(path, kind, call_idx, call_command(conn, episode_id, call_idx))
+
+
+def call_command(conn: sqlite3.Connection, episode_id: int, call_idx: int | None) -> str:
+    """The command of one call of an episode ('' when there is none)."""
+    if call_idx is None:
+        return ""
+    r = conn.execute(
+        "SELECT command FROM calls WHERE episode_id = ? AND idx = ?", (episode_id, call_idx)
+    ).fetchone()
+    return "" if r is None else r[0]
+
+
+@dataclass(frozen=True)
+class TurnRecordRow:
+    """One turn as the conversation view needs it: the request as stored and the reply."""
+
+    idx: int
+    segment_idx: int
+    request: dict
+    response: dict
+    text: str
+
+
+@dataclass(frozen=True)
+class ConversationRows:
+    prompt_name: str
+    prompt_text: str
+    segments: tuple[tuple[int, str, str], ...]  # (idx, name, user message as sent)
+    turns: tuple[TurnRecordRow, ...]
+
+
+def conversation(conn: sqlite3.Connection, episode_id: int) -> ConversationRows | None:
+    """Everything the agent was sent and answered, as stored (read on demand: it is big)."""
+    ep = conn.execute(
+        "SELECT prompt_name, prompt_text FROM episodes WHERE id = ?", (episode_id,)
+    ).fetchone()
+    if ep is None:
+        return None
+    segments = tuple(
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            "SELECT idx, name, user_message FROM segment_runs WHERE episode_id = ? ORDER BY idx",
+            (episode_id,),
+        )
+    )
+    turns = tuple(
+        TurnRecordRow(r[0], r[1], _loads(r[2], {}), _loads(r[3], {}), r[4])
+        for r in conn.execute(
+            "SELECT idx, segment_idx, request_json, response_json, text FROM turns "
+            "WHERE episode_id = ? ORDER BY idx",
+            (episode_id,),
+        )
+    )
+    return ConversationRows(ep[0], ep[1], segments, turns)
+
+
 def call_output(conn: sqlite3.Connection, call_id: int) -> bytes | None:
     """The full (bounded) raw output of one call, when the harness kept it."""
     r = conn.execute("SELECT data FROM call_outputs WHERE call_id = ?", (call_id,)).fetchone()
@@ -641,13 +758,16 @@ class SegmentRun:
     tests_passed: int | None
     tests_total: int | None
     error_kind: str | None
+    error_detail: str | None = None
+    verifier_output: str = ""  # the verifier's own words (pytest's, or a test.sh's), its tail
 
 
 def segment_runs(conn: sqlite3.Connection, episode_id: int) -> list[SegmentRun]:
     return [
         SegmentRun(*tuple(r))
         for r in conn.execute(
-            "SELECT idx, name, first_turn, passed, tests_passed, tests_total, error_kind "
+            "SELECT idx, name, first_turn, passed, tests_passed, tests_total, error_kind, "
+            "error_detail, substr(verifier_output, -4000) "
             "FROM segment_runs WHERE episode_id = ? ORDER BY idx",
             (episode_id,),
         )

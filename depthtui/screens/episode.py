@@ -19,6 +19,7 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
 from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
+from depthtui.widgets.verdict_strip import strip_text, verdict_facts
 from store import search, views
 
 HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
@@ -100,6 +101,7 @@ class EpisodeScreen(DataScreen):
         Binding("left_square_bracket", "call(-1)", "Previous call", show=False),
         Binding("o", "output", "Full output"),
         Binding("r", "reasoning", "Reasoning"),
+        Binding("c", "conversation", "Conversation"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -142,6 +144,7 @@ class EpisodeScreen(DataScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="episode-head")
+        yield Static(id="verdict-strip")
         with Horizontal(id="replay"):
             yield DataTable(id="turn-list", cursor_type="row", show_header=False)
             yield TurnView(id="turn-view")
@@ -193,6 +196,18 @@ class EpisodeScreen(DataScreen):
         self.query_one("#episode-head", Static).update(
             episode_head(self.info, position, max(1, len(self.context)))
         )
+        self._show_strip()
+
+    def _show_strip(self) -> None:
+        """The verdict strip: always visible, read with the verdict (indexed point queries)."""
+        assert self.info is not None
+        verdict = self.verdict()
+        fault = verdict.fault
+        command = views.call_command(self.app.conn, self.episode_id, fault and fault.observed_call)
+        facts = verdict_facts(
+            self.info, verdict.tests, verdict.segments, fault, verdict.collateral, command
+        )
+        self.query_one("#verdict-strip", Static).update(strip_text(facts))
 
     def _refresh_live(self) -> None:
         """New turns are appended and the last one refreshed; the current turn stays put."""
@@ -204,6 +219,7 @@ class EpisodeScreen(DataScreen):
         self.info = info
         if not changed:
             return
+        self._verdict = None
         self._show_head()
         turn_list = self.query_one("#turn-list", DataTable)
         last = self.marks[-1].idx if self.marks else 0
@@ -245,6 +261,7 @@ class EpisodeScreen(DataScreen):
                 tests=tuple(views.verifier_results(conn, self.episode_id)),
                 segments=tuple(views.segment_runs(conn, self.episode_id)),
                 fault=views.fault_record(conn, self.episode_id),
+                collateral=views.collateral_site(conn, self.episode_id),
                 final_events=tuple(views.final_events(conn, self.episode_id)),
                 replayed=(
                     views.episode(conn, self.info.replay_of)
@@ -349,6 +366,11 @@ class EpisodeScreen(DataScreen):
             raw = call.output_head + call.output_tail
         title = f"episode {self.episode_id}, call {call.idx}: {call.output_bytes:,} bytes"
         self.app.push_screen(OutputScreen(title, raw))
+
+    def action_conversation(self) -> None:
+        from depthtui.screens.conversation import ConversationScreen
+
+        self.app.push_screen(ConversationScreen(self.episode_id))
 
     def action_reasoning(self) -> None:
         self.query_one("#turn-view", TurnView).toggle_reasoning()

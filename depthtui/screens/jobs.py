@@ -16,6 +16,7 @@ from depthtui.screens.format import (
     cursor_key,
     job_progress,
     job_status,
+    move_to_key,
     num,
     sync_rows,
     when,
@@ -64,6 +65,20 @@ class JobsScreen(DataScreen):
     def __init__(self) -> None:
         super().__init__()
         self.jobs: dict[str, jobs.Job] = {}
+        self._wanted: str | None = None  # a job to select once it is loaded (just submitted)
+
+    def select_job(self, job_id: int) -> None:
+        """Put the cursor on this job, loading it first if this screen has not seen it yet."""
+        self._wanted = str(job_id)
+        if self._wanted in self.jobs:
+            self._select_wanted()
+        elif self.loaded_version != -1:
+            self.load()
+
+    def _select_wanted(self) -> None:
+        if self._wanted is not None and self._wanted in self.jobs:
+            move_to_key(self.query_one("#jobs", DataTable), self._wanted)
+            self._wanted = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -91,11 +106,19 @@ class JobsScreen(DataScreen):
         self.deliver(self._show, rows)
 
     def _show(self, rows: list[jobs.Job]) -> None:
-        fresh = not self.jobs
-        for j in sorted(rows, key=lambda j: -j.id if fresh else j.id):
+        added = any(str(j.id) not in self.jobs for j in rows)
+        for j in rows:
             self.jobs[str(j.id)] = j
-        ordered = list(self.jobs.items())
-        sync_rows(self.query_one("#jobs", DataTable), [(k, job_cells(j)) for k, j in ordered])
+        # newest first, always: a job submitted later goes on top, not below the first load
+        ordered = sorted(self.jobs.items(), key=lambda item: -item[1].id)
+        self.jobs = dict(ordered)
+        table = self.query_one("#jobs", DataTable)
+        key = cursor_key(table)
+        sync_rows(table, [(k, job_cells(j)) for k, j in ordered])
+        if added:
+            table.sort("job", key=lambda cell: -int(str(cell).lstrip("#")))
+            move_to_key(table, key)
+        self._select_wanted()
         self._detail()
         self.mark_loaded()
 
