@@ -294,14 +294,22 @@ class LadderGrid:
 def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     cells: dict[tuple[str, int | None], list[LadderRun]] = {}
     models: list[str] = []
+    # The protocol's uncapped runs may have been made by `free` (the ladder reuses them), so
+    # clean uncapped runs of any verb count; they join the rows of models the ladder measured.
+    free_runs: list[sqlite3.Row | tuple] = []
     for r in conn.execute(
-        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason, collateral "
-        "FROM episodes WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
+        "SELECT id, agent, cap, attempt, status, passed, error_kind, end_reason, collateral, "
+        "mode IN ('ladder', 'audit') FROM episodes WHERE task_id = ? AND (mode IN "
+        "('ladder', 'audit') OR (mode = 'free' AND cap IS NULL AND fault_family = 'clean')) "
+        "ORDER BY id",
         (task_id,),
     ):
+        if not r[9]:
+            free_runs.append(r)
+            continue
         if r[1] not in models:
             models.append(r[1])
-        cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:])))
+        cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:9])))
     # The row with model '' is the protocol's summary of the task (its N, D and whether it is
     # finished), not a model: the task's D is shown with the task, not as a grid row.
     estimates = {
@@ -318,6 +326,12 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     for m in estimates:
         if m not in models:
             models.append(m)
+    for r in free_runs:
+        if r[1] in models:
+            run = LadderRun(r[0], r[3], outcome(*tuple(r)[4:9]))
+            cells.setdefault((r[1], None), []).append(run)
+    for key, runs in cells.items():
+        cells[key] = sorted(runs, key=lambda run: run.episode_id)
     return LadderGrid(
         caps=(*CAPS, None),
         models=tuple(models),

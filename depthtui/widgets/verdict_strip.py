@@ -171,7 +171,7 @@ def strip_text(facts: VerdictFacts) -> Text:
     later = [
         i for i in range(facts.segments_total) if i not in graded and i > max(graded, default=-1)
     ]
-    if later and facts.outcome_class != "running":
+    if later and facts.segments_total > 1 and facts.outcome_class != "running":
         names = ", ".join(f"§{i + 1}" for i in later)
         lines.append(Text(f"· {names}: not started", style="dim"))
     for line in lines:
