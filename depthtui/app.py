@@ -29,6 +29,7 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import Report, build_report_apart, build_report_here
+from depthtui.screens.goto import GotoEpisodeScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.reports import ReportsScreen
@@ -67,12 +68,13 @@ class DepthApp(App[None]):
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
-        Binding("1", "switch_mode('dashboard')", "Dashboard"),
-        Binding("2", "switch_mode('tasks')", "Tasks"),
-        Binding("3", "switch_mode('triage')", "Triage"),
-        Binding("4", "switch_mode('jobs')", "Jobs"),
-        Binding("5", "switch_mode('reports')", "Reports"),
+        Binding("1", "goto('dashboard')", "Dashboard"),
+        Binding("2", "goto('tasks')", "Tasks"),
+        Binding("3", "goto('triage')", "Triage"),
+        Binding("4", "goto('jobs')", "Jobs"),
+        Binding("5", "goto('reports')", "Reports"),
         Binding("slash", "search", "Search"),
+        Binding("number_sign", "goto_episode", "Go to episode #"),
         Binding("question_mark", "toggle_help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -211,7 +213,7 @@ class DepthApp(App[None]):
 
     def show_job(self, job_id: int) -> None:
         """The jobs screen with this job selected (after a submit)."""
-        self.switch_mode("jobs")
+        self.action_goto("jobs")
 
         def select() -> None:
             screen = self.screen
@@ -241,6 +243,25 @@ class DepthApp(App[None]):
                 f"key: {self.get_key_display(binding) or key}",
                 partial(self.run_action, binding.action, active.node),
             )
+
+    def action_goto(self, mode: str) -> None:
+        """A number key: that screen itself, not whatever was last opened on top of it."""
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+        self.call_after_refresh(self._to_mode_base, mode)
+
+    def _to_mode_base(self, mode: str) -> None:
+        if self.current_mode != mode:
+            return
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_goto_episode(self) -> None:
+        def chosen(episode_id: int | None) -> None:
+            if episode_id is not None:
+                self.post_message(OpenEpisode(episode_id))
+
+        self.push_screen(GotoEpisodeScreen(), chosen)
 
     def action_search(self) -> None:
         self.switch_mode("search")

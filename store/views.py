@@ -350,7 +350,8 @@ _EPISODE_COLS = (
     "e.status, e.started_at, e.finished_at, e.turns, e.calls, e.end_reason, e.segments_total, "
     "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
     "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
-    "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.spec_json"
+    "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.spec_json, "
+    "e.job_id"
 )
 
 
@@ -390,6 +391,7 @@ class EpisodeInfo:
     prompt_tokens: int
     completion_tokens: int
     spec: dict
+    job_id: int | None = None  # the job that ran it (None once that job was deleted)
 
     @property
     def outcome(self) -> str:
@@ -417,7 +419,7 @@ class EpisodeInfo:
 
 def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
     values = list(r)
-    values[-1] = _loads(values[-1], {})
+    values[-2] = _loads(values[-2], {})
     return EpisodeInfo(*values)
 
 
@@ -462,6 +464,40 @@ def find_episodes(
             (*params, limit),
         )
     ]
+
+
+def job_episode_ids(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute("SELECT id FROM episodes WHERE job_id = ? ORDER BY id", (job_id,))
+    ]
+
+
+@dataclass(frozen=True)
+class EpisodeCounts:
+    """A job's episodes by status (reused runs of earlier jobs belong to those jobs)."""
+
+    done: int = 0
+    running: int = 0
+    errors: int = 0  # done, but ended in a recorded error
+
+    @property
+    def total(self) -> int:
+        return self.done + self.running
+
+
+def job_episode_counts(conn: sqlite3.Connection, job_ids: list[int]) -> dict[int, EpisodeCounts]:
+    out: dict[int, EpisodeCounts] = {}
+    for start in range(0, len(job_ids), 500):
+        chunk = job_ids[start : start + 500]
+        for job_id, done, running, errors in conn.execute(
+            "SELECT job_id, sum(status = 'done'), sum(status = 'running'), "
+            "sum(status = 'done' AND error_kind IS NOT NULL) FROM episodes "
+            f"WHERE job_id IN ({','.join('?' * len(chunk))}) GROUP BY job_id",
+            chunk,
+        ):
+            out[job_id] = EpisodeCounts(done or 0, running or 0, errors or 0)
+    return out
 
 
 def task_episode_ids(conn: sqlite3.Connection, task_id: str) -> list[int]:

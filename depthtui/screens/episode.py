@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
+from depthtui.widgets.messages import OpenTask
 from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
 from depthtui.widgets.verdict_strip import strip_text, verdict_facts
@@ -102,6 +103,8 @@ class EpisodeScreen(DataScreen):
         Binding("o", "output", "Full output"),
         Binding("r", "reasoning", "Reasoning"),
         Binding("c", "conversation", "Conversation"),
+        Binding("t", "task", "Its task"),
+        Binding("J", "job", "Its job"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -366,6 +369,16 @@ class EpisodeScreen(DataScreen):
             raw = call.output_head + call.output_tail
         title = f"episode {self.episode_id}, call {call.idx}: {call.output_bytes:,} bytes"
         self.app.push_screen(OutputScreen(title, raw))
+
+    def action_task(self) -> None:
+        if self.info is not None:
+            self.post_message(OpenTask(self.info.task_id))
+
+    def action_job(self) -> None:
+        if self.info is None or self.info.job_id is None:
+            self.notify("no job recorded for this episode", severity="warning")
+            return
+        self.app.show_job(self.info.job_id)
 
     def action_conversation(self) -> None:
         from depthtui.screens.conversation import ConversationScreen
