@@ -23,13 +23,13 @@ from textual import work
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import HelpPanel
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import Report, build_report_apart, build_report_here
 from depthtui.screens.goto import GotoEpisodeScreen
+from depthtui.screens.help import HelpScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.reports import ReportsScreen
@@ -267,7 +267,7 @@ class DepthApp(App[None]):
         self.switch_mode("search")
 
     def action_toggle_help(self) -> None:
-        if self.screen.query(HelpPanel):
-            self.action_hide_help_panel()
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
         else:
-            self.action_show_help_panel()
+            self.push_screen(HelpScreen(self.screen))

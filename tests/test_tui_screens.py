@@ -20,6 +20,7 @@ from depthtui.app import DepthApp
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import load_task_lines
+from depthtui.screens.help import HelpScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.output import OutputScreen
@@ -638,10 +639,18 @@ def test_reports_draw_the_plots_and_help_lists_the_keys(tui, tui_db: Path) -> No
             assert dataset in text
         await pilot.press("question_mark")
         await pilot.pause()
-        assert app.screen.query("HelpPanel")
+        assert isinstance(app.screen, HelpScreen)
+        text = tui.text(app)
+        for term in ("W (work)", "N (turn count)", "D (depth)", "caps", "budget", "safe success"):
+            assert term in text  # the glossary
+        assert "implied by N" in text  # the grid's marks
+        console = Console(width=120, file=io.StringIO(), record=True)
+        console.print(app.screen.query_one("#help-keys", Static).content)
+        keys = console.export_text()
+        assert "Keys here" in keys and "Go to episode #" in keys and "Reports" in keys
         await pilot.press("question_mark")
         await pilot.pause()
-        assert not app.screen.query("HelpPanel")
+        assert not isinstance(app.screen, HelpScreen)
 
     drive(tui, tui_db, flow)
 
