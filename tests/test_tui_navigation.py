@@ -144,3 +144,47 @@ def test_number_keys_go_to_their_screen_and_esc_leaves_a_text_field(tui, tui_db:
         assert box.value == word  # the 4 went to the app, not into the query
 
     drive(tui, tui_db, flow)
+
+
+def test_readable_at_100_by_30(tui, tui_db: Path) -> None:
+    """Names are never cut to a shared prefix ("mod…"), and the turn list gives way."""
+    import io
+
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from depthtui.widgets.messages import OpenEpisode
+
+    conn = open_reader(tui_db)
+    longest = views.find_episodes(conn, min_turns=3, limit=1)[0]
+    conn.close()
+
+    async def main() -> None:
+        app = DepthApp(tui_db, start_engine=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await tui.settle(pilot)
+            screen = app.screen
+            assert await tui.until(pilot, lambda: app.cached_report() is not None, tries=400)
+            await tui.settle(pilot)
+            report = app.cached_report()
+            names = {m["model"] for m in report["models"]}
+            for widget_id in ("#models", "#safety"):
+                widget = screen.query_one(widget_id, Static)
+                console = Console(width=widget.size.width, file=io.StringIO(), record=True)
+                console.print(widget.content)
+                text = console.export_text()
+                assert "…" not in text, text
+                for name in names:
+                    if widget_id == "#models" and len(name) <= widget.size.width // 3:
+                        assert name in text
+            app.post_message(OpenEpisode(longest))
+            await tui.settle(pilot)
+            narrow = app.screen.query_one("#turn-list").size.width
+        async with DepthApp(tui_db, start_engine=False).run_test(size=(160, 45)) as pilot:
+            await tui.settle(pilot)
+            pilot.app.post_message(OpenEpisode(longest))
+            await tui.settle(pilot)
+            wide = pilot.app.screen.query_one("#turn-list").size.width
+        assert narrow < wide <= 46
+
+    asyncio.run(main())
