@@ -246,14 +246,15 @@ class DepthApp(App[None]):
 
     def action_goto(self, mode: str) -> None:
         """A number key: that screen itself, not whatever was last opened on top of it."""
+        stack = self._screen_stacks.get(mode, [])
+        above = set(stack[1:])  # what was opened on top of the mode's screen, as of now
         if self.current_mode != mode:
             self.switch_mode(mode)
-        self.call_after_refresh(self._to_mode_base, mode)
+        # (a screen pushed after this key, an episode opened next, stays)
+        self.call_after_refresh(self._pop_these, mode, above)
 
-    def _to_mode_base(self, mode: str) -> None:
-        if self.current_mode != mode:
-            return
-        while len(self.screen_stack) > 1:
+    def _pop_these(self, mode: str, above: set[Screen]) -> None:
+        while self.current_mode == mode and len(self.screen_stack) > 1 and self.screen in above:
             self.pop_screen()
 
     def action_goto_episode(self) -> None:
