@@ -721,6 +721,13 @@ def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) 
         assert await tui.until(pilot, lambda: turns.row_count == 3)
         assert screen.turn == 1 and turns.cursor_row == 0
         with Store(app.db_path) as store:
+            recorder.record_turn(store, episode_id, {"idx": 4, "text": "turn 4"}, [])
+        assert await tui.until(pilot, lambda: turns.row_count == 4)
+        head = screen.query_one("#turn-head", Static)
+        # the header of the turn on screen counts the turns recorded since (it once stayed
+        # "Turn 1/3" while the user read an earlier turn)
+        assert await tui.until(pilot, lambda: str(head.render()).startswith("Turn 1/4"))
+        with Store(app.db_path) as store:
             recorder.finish_episode(store, episode_id, passed=0, end_reason="no_tool_call")
         assert await tui.until(pilot, lambda: "● live" not in tui.text(app))
         assert screen.turn == 1

@@ -19,7 +19,7 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
 from depthtui.widgets.messages import OpenTask
 from depthtui.widgets.sanitize import safe_text
-from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
+from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict, turn_header
 from depthtui.widgets.verdict_strip import strip_text, verdict_facts
 from store import search, views
 
@@ -238,6 +238,10 @@ class EpisodeScreen(DataScreen):
         self._verdict = None
         if self.turn >= last - 1:
             self.show_turn(self.turn, force=True)
+        elif self.detail is not None:  # the header counts the turns recorded so far
+            self.query_one("#turn-view", TurnView).query_one("#turn-head", Static).update(
+                turn_header(info, self.detail)
+            )
 
     @work(thread=True, exclusive=True, group="episode-hits")
     def _find_hits(self, query: str, episode_id: int) -> None:
