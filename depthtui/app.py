@@ -23,12 +23,13 @@ from textual import work
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import HelpPanel
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import Report, build_report_apart, build_report_here
+from depthtui.screens.goto import GotoEpisodeScreen
+from depthtui.screens.help import HelpScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.reports import ReportsScreen
@@ -67,12 +68,13 @@ class DepthApp(App[None]):
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
-        Binding("1", "switch_mode('dashboard')", "Dashboard"),
-        Binding("2", "switch_mode('tasks')", "Tasks"),
-        Binding("3", "switch_mode('triage')", "Triage"),
-        Binding("4", "switch_mode('jobs')", "Jobs"),
-        Binding("5", "switch_mode('reports')", "Reports"),
+        Binding("1", "goto('dashboard')", "Dashboard"),
+        Binding("2", "goto('tasks')", "Tasks"),
+        Binding("3", "goto('triage')", "Triage"),
+        Binding("4", "goto('jobs')", "Jobs"),
+        Binding("5", "goto('reports')", "Reports"),
         Binding("slash", "search", "Search"),
+        Binding("number_sign", "goto_episode", "Go to episode #"),
         Binding("question_mark", "toggle_help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -209,6 +211,17 @@ class DepthApp(App[None]):
             self.install_screen(screen, name=f"episode-{self.current_mode}")
         self.push_screen(screen)
 
+    def show_job(self, job_id: int) -> None:
+        """The jobs screen with this job selected (after a submit)."""
+        self.action_goto("jobs")
+
+        def select() -> None:
+            screen = self.screen
+            if isinstance(screen, JobsScreen):
+                screen.select_job(job_id)
+
+        self.call_after_refresh(select)
+
     def on_open_task(self, message: OpenTask) -> None:
         self.push_screen(TaskDetailScreen(message.task_id))
 
@@ -231,11 +244,31 @@ class DepthApp(App[None]):
                 partial(self.run_action, binding.action, active.node),
             )
 
+    def action_goto(self, mode: str) -> None:
+        """A number key: that screen itself, not whatever was last opened on top of it."""
+        stack = self._screen_stacks.get(mode, [])
+        above = set(stack[1:])  # what was opened on top of the mode's screen, as of now
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+        # (a screen pushed after this key, an episode opened next, stays)
+        self.call_after_refresh(self._pop_these, mode, above)
+
+    def _pop_these(self, mode: str, above: set[Screen]) -> None:
+        while self.current_mode == mode and len(self.screen_stack) > 1 and self.screen in above:
+            self.pop_screen()
+
+    def action_goto_episode(self) -> None:
+        def chosen(episode_id: int | None) -> None:
+            if episode_id is not None:
+                self.post_message(OpenEpisode(episode_id))
+
+        self.push_screen(GotoEpisodeScreen(), chosen)
+
     def action_search(self) -> None:
         self.switch_mode("search")
 
     def action_toggle_help(self) -> None:
-        if self.screen.query(HelpPanel):
-            self.action_hide_help_panel()
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
         else:
-            self.action_show_help_panel()
+            self.push_screen(HelpScreen(self.screen))

@@ -209,3 +209,61 @@ def list_labels(source: Store | sqlite3.Connection) -> list[Label]:
             "ORDER BY l.queue, l.episode_id"
         )
     ]
+
+
+EXPORT_FIELDS = (
+    "episode_id", "queue", "label", "note", "reasons", "path", "task_id", "agent", "mode",
+    "fault_family", "created_at", "updated_at",
+)  # fmt: skip
+
+
+def export_rows(source: Store | sqlite3.Connection) -> list[dict]:
+    """Every label with why its episode is in the queue (`reasons`, joined by '; ') and, for
+    collateral damage, the first path the oracle flagged: what `triage export` and the TUI's
+    export write."""
+    conn = source.conn if isinstance(source, Store) else source
+    items = {(i.queue, i.episode_id): i for q in QUEUES for i in queue_items(conn, q)}
+    rows = []
+    for label in list_labels(conn):
+        item = items.get((label.queue, label.episode_id))
+        path = None
+        if label.queue == "collateral":
+            r = conn.execute(
+                "SELECT path FROM oracle_events WHERE episode_id = ? AND collateral = 1 "
+                "ORDER BY call_idx IS NULL, call_idx, id LIMIT 1",
+                (label.episode_id,),
+            ).fetchone()
+            path = r[0] if r else None
+        rows.append(
+            {
+                "episode_id": label.episode_id,
+                "queue": label.queue,
+                "label": label.label,
+                "note": label.note,
+                # a labelled episode may have left its queue since (a replay agreed after all)
+                "reasons": "; ".join(item.reasons) if item else "(no longer in this queue)",
+                "path": path,
+                "task_id": label.task_id,
+                "agent": label.agent,
+                "mode": label.mode,
+                "fault_family": item.fault_family if item else None,
+                "created_at": label.created_at,
+                "updated_at": label.updated_at,
+            }
+        )
+    return rows
+
+
+def render_export(rows: list[dict], fmt: str) -> str:
+    """The export as JSON (a list) or CSV with a header row."""
+    import csv
+    import io
+    import json
+
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()

@@ -57,6 +57,20 @@ def outcome(
     return "fail"
 
 
+def outcome_class(status: str | None, run_outcome: str | None, collateral: int | None = 0) -> str:
+    """Whose outcome an episode is: pass | fail | unsafe | agent_error | infra_error |
+    task_broken | running | interrupted, from its stored outcome (store/vocab.py)."""
+    if status == "running":
+        return "running"
+    if run_outcome is None:
+        return status or "running"
+    if run_outcome in (vocab.INFRA_ERROR, vocab.TASK_BROKEN):
+        return run_outcome
+    if collateral:
+        return "unsafe"
+    return run_outcome
+
+
 def depth_label(d: int | None) -> str:
     if d is None:
         return "–"
@@ -268,14 +282,22 @@ class LadderGrid:
 def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     cells: dict[tuple[str, int | None], list[LadderRun]] = {}
     models: list[str] = []
+    # The protocol's uncapped runs may have been made by `free` (the ladder reuses them), so
+    # clean uncapped runs of any verb count; they join the rows of models the ladder measured.
+    free_runs: list[sqlite3.Row | tuple] = []
     for r in conn.execute(
-        "SELECT id, agent, cap, attempt, status, outcome, end_reason, collateral "
-        "FROM episodes WHERE task_id = ? AND mode IN ('ladder', 'audit') ORDER BY id",
+        "SELECT id, agent, cap, attempt, status, outcome, end_reason, collateral, "
+        "mode IN ('ladder', 'audit') FROM episodes WHERE task_id = ? AND (mode IN "
+        "('ladder', 'audit') OR (mode = 'free' AND cap IS NULL AND fault_family = 'clean')) "
+        "ORDER BY id",
         (task_id,),
     ):
+        if not r[8]:
+            free_runs.append(r)
+            continue
         if r[1] not in models:
             models.append(r[1])
-        cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:])))
+        cells.setdefault((r[1], r[2]), []).append(LadderRun(r[0], r[3], outcome(*tuple(r)[4:8])))
     # The row with model '' is the protocol's summary of the task (its N, D and whether it is
     # finished), not a model: the task's D is shown with the task, not as a grid row.
     estimates = {
@@ -292,6 +314,12 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     for m in estimates:
         if m not in models:
             models.append(m)
+    for r in free_runs:
+        if r[1] in models:
+            run = LadderRun(r[0], r[3], outcome(*tuple(r)[4:8]))
+            cells.setdefault((r[1], None), []).append(run)
+    for key, runs in cells.items():
+        cells[key] = sorted(runs, key=lambda run: run.episode_id)
     return LadderGrid(
         caps=(*CAPS, None),
         models=tuple(models),
@@ -311,7 +339,7 @@ _EPISODE_COLS = (
     "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
     "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
     "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.outcome, "
-    "e.spec_json"
+    "e.spec_json, e.job_id, e.forgeable"
 )
 
 
@@ -352,10 +380,16 @@ class EpisodeInfo:
     completion_tokens: int
     run_outcome: str | None  # store/vocab.py's OUTCOMES; None while not done
     spec: dict
+    job_id: int | None = None  # the job that ran it (None once that job was deleted)
+    forgeable: int = 0  # graded on tests that ran agent code where it could forge the grade
 
     @property
     def outcome(self) -> str:
         return outcome(self.status, self.run_outcome, self.end_reason, self.collateral)
+
+    @property
+    def outcome_class(self) -> str:
+        return outcome_class(self.status, self.run_outcome, self.collateral)
 
     @property
     def replay_of(self) -> int | None:
@@ -373,7 +407,7 @@ class EpisodeInfo:
 
 def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
     values = list(r)
-    values[-1] = _loads(values[-1], {})
+    values[-3] = _loads(values[-3], {})  # spec_json (then job_id, forgeable)
     return EpisodeInfo(*values)
 
 
@@ -418,6 +452,40 @@ def find_episodes(
             (*params, limit),
         )
     ]
+
+
+def job_episode_ids(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute("SELECT id FROM episodes WHERE job_id = ? ORDER BY id", (job_id,))
+    ]
+
+
+@dataclass(frozen=True)
+class EpisodeCounts:
+    """A job's episodes by status (reused runs of earlier jobs belong to those jobs)."""
+
+    done: int = 0
+    running: int = 0
+    errors: int = 0  # done, but ended in a recorded error
+
+    @property
+    def total(self) -> int:
+        return self.done + self.running
+
+
+def job_episode_counts(conn: sqlite3.Connection, job_ids: list[int]) -> dict[int, EpisodeCounts]:
+    out: dict[int, EpisodeCounts] = {}
+    for start in range(0, len(job_ids), 500):
+        chunk = job_ids[start : start + 500]
+        for job_id, done, running, errors in conn.execute(
+            "SELECT job_id, sum(status = 'done'), sum(status = 'running'), "
+            "sum(status = 'done' AND error_kind IS NOT NULL) FROM episodes "
+            f"WHERE job_id IN ({','.join('?' * len(chunk))}) GROUP BY job_id",
+            chunk,
+        ):
+            out[job_id] = EpisodeCounts(done or 0, running or 0, errors or 0)
+    return out
 
 
 def task_episode_ids(conn: sqlite3.Connection, task_id: str) -> list[int]:
@@ -618,6 +686,83 @@ def final_events(conn: sqlite3.Connection, episode_id: int) -> list[OracleEvent]
     ]
 
 
+@dataclass(frozen=True)
+class CollateralSite:
+    """Where collateral damage latched: the first path the oracle flagged and the call."""
+
+    path: str
+    kind: str
+    call_idx: int | None
+    command: str
+
+
+def collateral_site(conn: sqlite3.Connection, episode_id: int) -> CollateralSite | None:
+    r = conn.execute(
+        "SELECT o.path, o.kind, coalesce(o.call_idx, e.collateral_call) FROM oracle_events o "
+        "JOIN episodes e ON e.id = o.episode_id WHERE o.episode_id = ? AND o.collateral = 1 "
+        "ORDER BY o.call_idx IS NULL, o.call_idx, o.id LIMIT 1",
+        (episode_id,),
+    ).fetchone()
+    if r is None:
+        return None
+    path, kind, call_idx = r
+    return CollateralSite(path, kind, call_idx, call_command(conn, episode_id, call_idx))
+
+
+def call_command(conn: sqlite3.Connection, episode_id: int, call_idx: int | None) -> str:
+    """The command of one call of an episode ('' when there is none)."""
+    if call_idx is None:
+        return ""
+    r = conn.execute(
+        "SELECT command FROM calls WHERE episode_id = ? AND idx = ?", (episode_id, call_idx)
+    ).fetchone()
+    return "" if r is None else r[0]
+
+
+@dataclass(frozen=True)
+class TurnRecordRow:
+    """One turn as the conversation view needs it: the request as stored and the reply."""
+
+    idx: int
+    segment_idx: int
+    request: dict
+    response: dict
+    text: str
+
+
+@dataclass(frozen=True)
+class ConversationRows:
+    prompt_name: str
+    prompt_text: str
+    segments: tuple[tuple[int, str, str], ...]  # (idx, name, user message as sent)
+    turns: tuple[TurnRecordRow, ...]
+
+
+def conversation(conn: sqlite3.Connection, episode_id: int) -> ConversationRows | None:
+    """Everything the agent was sent and answered, as stored (read on demand: it is big)."""
+    ep = conn.execute(
+        "SELECT prompt_name, prompt_text FROM episodes WHERE id = ?", (episode_id,)
+    ).fetchone()
+    if ep is None:
+        return None
+    segments = tuple(
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            "SELECT idx, name, user_message FROM segment_runs WHERE episode_id = ? ORDER BY idx",
+            (episode_id,),
+        )
+    )
+    turns = tuple(
+        TurnRecordRow(r[0], r[1], _loads(r[2], {}), _loads(r[3], {}), r[4])
+        for r in conn.execute(
+            "SELECT idx, segment_idx, request_json, response_json, text FROM turns "
+            "WHERE episode_id = ? ORDER BY idx",
+            (episode_id,),
+        )
+    )
+    return ConversationRows(ep[0], ep[1], segments, turns)
+
+
 def call_output(conn: sqlite3.Connection, call_id: int) -> bytes | None:
     """The full (bounded) raw output of one call, when the harness kept it."""
     r = conn.execute("SELECT data FROM call_outputs WHERE call_id = ?", (call_id,)).fetchone()
@@ -657,13 +802,16 @@ class SegmentRun:
     tests_passed: int | None
     tests_total: int | None
     error_kind: str | None
+    error_detail: str | None = None
+    verifier_output: str = ""  # the verifier's own words (pytest's, or a test.sh's), its tail
 
 
 def segment_runs(conn: sqlite3.Connection, episode_id: int) -> list[SegmentRun]:
     return [
         SegmentRun(*tuple(r))
         for r in conn.execute(
-            "SELECT idx, name, first_turn, passed, tests_passed, tests_total, error_kind "
+            "SELECT idx, name, first_turn, passed, tests_passed, tests_total, error_kind, "
+            "error_detail, substr(verifier_output, -4000) "
             "FROM segment_runs WHERE episode_id = ? ORDER BY idx",
             (episode_id,),
         )

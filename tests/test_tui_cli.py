@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from depthtui.commands.tui import check_store
-from store import triage
+from store import triage, views
 from store.db import SCHEMA_VERSION, Store, open_reader
 
 pytest_plugins = ["tests.fixtures_tui"]
@@ -89,6 +89,12 @@ def test_triage_export_json_and_csv(tmp_path: Path, synthetic_db: Path, landmark
         (landmarks.replay_disagrees, "false_positive", "false_positive", ""),
     ]
     assert rows[0]["task_id"] and rows[0]["agent"] and rows[0]["created_at"]
+    # why each is in its queue, and where the collateral damage was
+    conn = open_reader(synthetic_db)
+    site = views.collateral_site(conn, landmarks.collateral)
+    conn.close()
+    assert rows[0]["path"] == site.path and site.path in rows[0]["reasons"]
+    assert rows[1]["reasons"].startswith("replay of episode ") and rows[1]["path"] is None
     out = tmp_path / "labels.csv"
     result = run("triage", "export", "--db", str(synthetic_db), "--csv", "--out", str(out))
     assert result.returncode == 0 and f"wrote labels to {out}" in flat(result.stderr)

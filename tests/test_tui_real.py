@@ -22,6 +22,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Input, Select, Static
 
 from depthtui.app import DepthApp
+from depthtui.screens.conversation import ConversationScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import fmt, rate_text
@@ -239,6 +240,47 @@ def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path
 
 
 # --------------------------------------------------------------------------- episode replay
+
+
+def test_a_failed_segment_says_why_in_the_strip_and_the_conversation_is_as_sent(
+    tui, real_db: Path, real_store: RealStore
+) -> None:
+    conn = open_reader(real_db)
+    ep = views.episode(conn, real_store.stopped)  # batch-pipeline: segment 2 failed
+    segments = views.segment_runs(conn, ep.id)
+    prompt_text, user_messages = conn.execute(
+        "SELECT prompt_text, (SELECT group_concat(user_message, char(0)) FROM segment_runs "
+        "WHERE episode_id = e.id) FROM episodes e WHERE id = ?",
+        (ep.id,),
+    ).fetchone()
+    conn.close()
+    failed = next(s for s in segments if s.passed == 0)
+    # what test.sh's pytest said about it, as stored
+    said = next(
+        line.strip()[2:].strip()
+        for line in failed.verifier_output.splitlines()
+        if line.strip().startswith("E ")
+    )
+
+    async def flow(app: DepthApp, pilot) -> None:
+        screen = await open_episode(app, pilot, tui, ep.id)
+        strip = " ".join(plain(screen.query_one("#verdict-strip", Static)).split())
+        assert strip.startswith("FAIL ")
+        assert f"✗ §{failed.idx + 1} {failed.name}: {said}" in strip
+        assert f"✓ §1 {segments[0].name}: " in strip
+        await pilot.press("c")
+        await pilot.pause()
+        talk = app.screen
+        assert isinstance(talk, ConversationScreen) and talk.exact
+        assert "exactly as sent" in tui.text(app)
+        roles = [m.role for m in talk.messages]
+        assert talk.messages[0].role == "system" and talk.messages[0].text == prompt_text.strip()
+        assert roles.count("assistant") == ep.turns
+        sent = [m.text for m in talk.messages if m.role == "user"]
+        assert sent == [m.strip() for m in user_messages.split("\0")]  # every segment's message
+        assert roles.count("tool") >= ep.calls - 1  # each command's result went back
+
+    drive(tui, real_db, flow)
 
 
 def test_replay_of_the_collateral_episode_reads_unsafe_with_the_diff(

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
+from textual.coordinate import Coordinate
 from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList, Static
 
 from depthtui.app import DepthApp
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.figures import load_task_lines
+from depthtui.screens.help import HelpScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.output import OutputScreen
@@ -28,11 +30,11 @@ from depthtui.screens.task_detail import TaskDetailScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
 from depthtui.widgets.ladder_grid import LadderGridView
-from depthtui.widgets.messages import OpenEpisode
+from depthtui.widgets.messages import OpenEpisode, OpenTask
 from depthtui.widgets.plot import depth_points
 from depthtui.widgets.turn_view import TurnView
 from engine.analysis.report import build_report
-from engine.protocol.registry import get_kind
+from engine.jobs.params import LadderParams, read_params
 from store import jobs, queue, triage, views
 from store.db import Store, open_reader
 
@@ -205,6 +207,62 @@ def test_task_detail_ladder_grid_opens_the_cell_run(tui, tui_db: Path) -> None:
         assert heading in console.export_text()
 
     drive(tui, tui_db, flow)
+
+
+def test_the_grid_shows_free_runs_explains_its_marks_and_a_cell_opens_its_runs(
+    tui, synthetic_db: Path, landmarks
+) -> None:
+    task_id = landmarks.ladder_task
+    conn = reader(synthetic_db)
+    grid = views.ladder(conn, task_id)
+    first = grid.models[0]
+    # the README's order: `free` made uncapped runs, then `ladder` reused them
+    free_ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM episodes WHERE task_id = ? AND mode = 'free' AND cap IS NULL "
+            "AND agent = ? ORDER BY id",
+            (task_id, first),
+        )
+    ]
+    assert free_ids
+    uncapped = [run.episode_id for run in grid.cells[(first, None)]]
+    assert set(free_ids) <= set(uncapped) and uncapped == sorted(uncapped)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenTask(task_id))
+        await tui.settle(pilot)
+        screen = app.screen
+        view = screen.query_one(LadderGridView)
+        free_column = len(grid.caps)  # model, the caps, then free
+        assert len(str(view.get_cell_at(Coordinate(0, free_column)))) == len(uncapped)
+        notes = str(screen.query_one("#ladder-notes", Static).render())
+        later = grid.models[1]
+        best = grid.estimates[first].estimate
+        assert f"{later}: · at cap {best} and above means not tried" in notes
+        # a cell opens its latest run; H/L walk that cell's runs only
+        view.focus()
+        view.move_cursor(row=0, column=free_column)
+        await pilot.press("enter")
+        await tui.settle(pilot)
+        replay = app.screen
+        assert isinstance(replay, EpisodeScreen)
+        assert replay.episode_id == uncapped[-1] and replay.context == tuple(uncapped)
+        await pilot.press("escape")
+        await tui.settle(pilot)
+        # a reload updates the rows in place: never emptied, never relabelled
+        keys = [str(k.value) for k in view.rows]
+        cleared: list[bool] = []
+        empty_table = view.clear
+        view.clear = lambda columns=False: (cleared.append(columns), empty_table(columns))[1]
+        with Store(synthetic_db) as store:  # another connection commits: the grid reloads
+            triage.set_label(store, uncapped[-1], triage.QUEUES[0], "needs_look")
+        assert await tui.until(pilot, lambda: screen.loaded_version == app.version > 0)
+        await pilot.pause(0.3)  # (exclusive loads cancel each other: no settle on workers)
+        assert [str(k.value) for k in view.rows] == keys == list(grid.models)
+        assert cleared == []  # (the grid once rebuilt itself: a moment with no rows, "model")
+
+    drive(tui, synthetic_db, flow)
 
 
 # --------------------------------------------------------------------------- episode replay
@@ -432,20 +490,34 @@ def test_triage_labels_and_notes_survive_a_restart(tui, tui_db: Path) -> None:
 # --------------------------------------------------------------------------- launch and jobs
 
 
-def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
+MODELS_TOML = """
+[models."{a}"]
+base_url = "http://127.0.0.1:9/v1"
+model = "{a}"
+
+[models."{b}"]
+base_url = "http://127.0.0.1:9/v1"
+model = "{b}"
+"""
+
+
+def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path, tmp_path: Path) -> None:
     conn = reader(tui_db)
     shallow = [r.id for r in load_task_lines(conn) if r.d is not None and r.d <= 3]
     shallow.sort()
-    models = views.known_models(conn)[:2]
-    expected_params = {
-        "tasks": shallow,
-        "models": models,
-        "caps": [1, 2, 3, 5, 10, 20, 40],
-        "fault": "perm_denied",
-        "workers": 3,
-        "max_cost": 2.5,
-        "reserve": 0.5,
-    }
+    models = [*views.known_models(conn), "model-a", "model-b"][:2]
+    models_file = tmp_path / "models.toml"
+    models_file.write_text(MODELS_TOML.format(a=models[0], b=models[1]))
+    expected = LadderParams(
+        tasks=tuple(shallow),
+        models=tuple(models),
+        caps=(1, 2, 3, 5, 10, 20, 40),
+        fault="perm_denied",
+        workers=3,
+        max_cost=2.5,
+        reserve=0.5,
+        models_file=str(models_file.resolve()),
+    )
 
     async def flow(app: DepthApp, pilot) -> None:
         await pilot.press("2")
@@ -459,22 +531,28 @@ def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
         assert sorted(form.task_ids) == shallow
         form.query_one("#mode", Select).value = "ladder"
         await pilot.pause()
-        await type_into(pilot, form.query_one("#models", Input), ", ".join(models))
+        form.query_one("#models-file", Input).value = str(models_file)
+        await pilot.pause()
+        choices = form.query_one("#models", SelectionList)
+        # models are picked from the registry the job will use, never typed
+        offered = [str(choices.get_option_at_index(i).prompt) for i in range(choices.option_count)]
+        assert offered == ["oracle", "nop", "replay", *models]
+        for m in models:
+            choices.select(m)
         form.query_one("#caps", SelectionList).deselect(80)
-        faults = form.query_one("#faults", SelectionList)
-        faults.deselect("clean")
-        faults.select("perm_denied")  # depth measured under a fault (recovery depth)
+        form.query_one("#fault", Select).value = "perm_denied"  # recovery depth
         await type_into(pilot, form.query_one("#workers", Input), "3")
         await type_into(pilot, form.query_one("#max-cost", Input), "2.5")
         await type_into(pilot, form.query_one("#reserve", Input), "0.5")
         await pilot.pause()
         preview = str(form.query_one("#cli-preview").render())
-        # the engine's own rendering of the job, handed to the background engine
-        assert preview == get_kind("ladder").describe(expected_params) + " --detach"
+        # the parameter type's own rendering, in this store (--db), for the background engine
+        assert preview == expected.cli(tui_db) + " --detach"
         assert preview.startswith(f"depthtui ladder {shallow[0]} ")
         for fragment in (
             f"--model {models[0]}", "--cap 1 --cap 2", "--cap 40", "--fault perm_denied",
-            "--workers 3", "--max-cost 2.5", "--reserve 0.5",
+            "--workers 3", "--max-cost 2.5", "--reserve 0.5", f"--models {models_file.resolve()}",
+            f"--db {tui_db}",
         ):  # fmt: skip
             assert fragment in preview
         assert "--cap 80" not in preview and preview.endswith(" --detach")
@@ -482,19 +560,37 @@ def test_launch_form_submits_the_job_it_shows(tui, tui_db: Path) -> None:
         await type_into(pilot, form.query_one("#workers", Input), "0")
         await pilot.pause()
         problems = str(form.query_one("#launch-problems").render())
-        assert "workers: expected a whole number of at least 1, got '0'" in problems
+        assert "--workers: expected a whole number of at least 1, got '0'" in problems
         assert form.query_one("#submit").disabled
+        # so does a models file that is not there (nothing can be picked from it)
+        form.query_one("#models-file", Input).value = str(tmp_path / "missing.toml")
+        await pilot.pause()
+        assert "models file not found" in str(form.query_one("#models-note").render())
+        assert "--model: ladder needs at least one model" in str(
+            form.query_one("#launch-problems").render()
+        )
+        form.query_one("#models-file", Input).value = str(models_file)
+        await pilot.pause()
+        for m in models:
+            form.query_one("#models", SelectionList).select(m)
         await type_into(pilot, form.query_one("#workers", Input), "3")
         await pilot.press("ctrl+s")
         await tui.settle(pilot)
         assert isinstance(app.screen, JobsScreen)
+        await tui.settle(pilot)
+        table = app.screen.query_one("#jobs", DataTable)
+        newest = max(int(str(k.value)) for k in table.rows)
+        # newest first, and the job just submitted is the one selected
+        assert table.coordinate_to_cell_key((0, 0)).row_key.value == str(newest)
+        assert table.cursor_row == 0
 
     drive(tui, tui_db, flow)
     with Store(tui_db) as store:
         job = jobs.list_jobs(store)[0]
     assert job.kind == "ladder" and job.status == "queued"
-    assert job.params == expected_params
-    assert job.cli == get_kind("ladder").describe(expected_params) + " --detach"
+    assert job.params == expected.to_json()
+    assert read_params(job.kind, job.params) == expected
+    assert job.cli == expected.cli(tui_db) + " --detach"
 
 
 def test_jobs_screen_cancels_pauses_and_resumes(tui, tui_db: Path) -> None:
@@ -543,10 +639,18 @@ def test_reports_draw_the_plots_and_help_lists_the_keys(tui, tui_db: Path) -> No
             assert dataset in text
         await pilot.press("question_mark")
         await pilot.pause()
-        assert app.screen.query("HelpPanel")
+        assert isinstance(app.screen, HelpScreen)
+        text = tui.text(app)
+        for term in ("W (work)", "N (turn count)", "D (depth)", "caps", "budget", "safe success"):
+            assert term in text  # the glossary
+        assert "implied by N" in text  # the grid's marks
+        console = Console(width=120, file=io.StringIO(), record=True)
+        console.print(app.screen.query_one("#help-keys", Static).content)
+        keys = console.export_text()
+        assert "Keys here" in keys and "Go to episode #" in keys and "Reports" in keys
         await pilot.press("question_mark")
         await pilot.pause()
-        assert not app.screen.query("HelpPanel")
+        assert not isinstance(app.screen, HelpScreen)
 
     drive(tui, tui_db, flow)
 
@@ -616,6 +720,13 @@ def test_live_replay_appends_turns_and_keeps_the_current_one(tui, tui_db: Path) 
             )  # fmt: skip
         assert await tui.until(pilot, lambda: turns.row_count == 3)
         assert screen.turn == 1 and turns.cursor_row == 0
+        with Store(app.db_path) as store:
+            recorder.record_turn(store, episode_id, {"idx": 4, "text": "turn 4"}, [])
+        assert await tui.until(pilot, lambda: turns.row_count == 4)
+        head = screen.query_one("#turn-head", Static)
+        # the header of the turn on screen counts the turns recorded since (it once stayed
+        # "Turn 1/3" while the user read an earlier turn)
+        assert await tui.until(pilot, lambda: str(head.render()).startswith("Turn 1/4"))
         with Store(app.db_path) as store:
             recorder.finish_episode(store, episode_id, passed=0, end_reason="no_tool_call")
         assert await tui.until(pilot, lambda: "● live" not in tui.text(app))

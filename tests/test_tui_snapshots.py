@@ -73,3 +73,12 @@ def test_triage(snap_compare, tui, synthetic_db: Path) -> None:
         await pilot.press("3")
 
     _shot(snap_compare, tui, synthetic_db, steps)
+
+
+def test_episode_verdict_strip_of_a_multi_segment_task(
+    snap_compare, tui, synthetic_db: Path, landmarks
+) -> None:
+    async def steps(pilot) -> None:
+        pilot.app.post_message(OpenEpisode(landmarks.multi_segment))
+
+    _shot(snap_compare, tui, synthetic_db, steps)

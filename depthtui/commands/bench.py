@@ -40,8 +40,9 @@ BENCHES = {
     ),
     "tui": (
         "depthtui.bench_tui",
-        "First paint, episode open, step time and peak memory on a "
-        "generated store of 10,000 episodes.",
+        "Figures shown from process start in a real terminal, first paint, episode open, step "
+        "time and peak memory (with the report's child process) on a generated store of "
+        "10,000 episodes.",
     ),
 }
 

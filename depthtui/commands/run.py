@@ -16,6 +16,16 @@ import typer
 from depthtui.commands.common import DbOption, JsonOption, console, err_console, fail, open_store
 from depthtui.commands.executor_opts import current as current_executor
 from depthtui.commands.executor_opts import with_executor
+from engine.jobs.params import (
+    AuditParams,
+    CheckParams,
+    EpisodesParams,
+    FreeParams,
+    JobParams,
+    LadderParams,
+    ReplayParams,
+    ValidateParams,
+)
 from store.db import Store
 
 TasksArg = Annotated[
@@ -78,7 +88,9 @@ def common_params(
     stop_file: Path | None,
     models_file: Path | None,
     retry_errors: bool,
+    accept_risk: bool,
 ) -> dict[str, Any]:
+    """The options every task-running verb shares, as JobParams fields."""
     return {
         "workers": workers,
         "max_cost": max_cost,
@@ -86,15 +98,12 @@ def common_params(
         "stop_file": str(stop_file.resolve()) if stop_file else None,
         "models_file": str(models_file.resolve()) if models_file else None,
         "retry_errors": retry_errors,
+        "accept_risk": accept_risk,
     }
 
 
 def submit(
-    kind: str,
-    tasks: list[str],
-    params: dict[str, Any],
-    db: Path | None,
-    detach: bool,
+    params: JobParams, tasks: list[str], db: Path | None, detach: bool
 ) -> tuple[Store, int, str]:
     """Resolve tasks, store the job, run it (or detach); returns (store, job id, status)."""
     from engine.protocol.common import resolve_tasks
@@ -105,33 +114,33 @@ def submit(
         err_console.print(f"[bold red]✗[/] {error}", highlight=False)
     if not resolved.task_ids:
         fail("no task to run")
-    return launch(store, kind, {**params, "tasks": resolved.task_ids}, detach)
+    return launch(store, params.with_tasks(resolved.task_ids), detach)
 
 
-def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tuple[Store, int, str]:
-    """Store a job with exactly these parameters, then run it here or hand it to the engine."""
-    from engine.agents.prompts import PromptError
+def launch(store: Store, params: JobParams, detach: bool) -> tuple[Store, int, str]:
+    """Check the parameters, store the job, then run it here or hand it to the engine."""
     from engine.agents.registry import RegistryError
-    from engine.protocol.common import check_params, repeat_warnings
-    from engine.protocol.registry import get_kind
+    from engine.jobs.params import InvalidParams
+    from engine.protocol.common import repeat_warnings
     from store.jobs import submit_job
 
     try:
-        check_params(params)
-        warnings = repeat_warnings(kind, params)
-    except (RegistryError, PromptError) as exc:
+        params.check()
+        warnings = repeat_warnings(params.KIND, params.to_json())
+    except InvalidParams as exc:
+        fail("\n".join(exc.problems))
+    except RegistryError as exc:
         fail(str(exc))
     for warning in warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    cli = get_kind(kind).describe(params)
-    job_id = submit_job(store, kind, params, cli)
+    # the stored command is the one that stores this job again, from any directory
+    cli = params.cli(store.path) + (" --detach" if detach else "")
+    job_id = submit_job(store, params.KIND, params.to_json(), cli)
     if detach:
         from engine.jobs.launch import EngineError, ensure_engine
 
         try:
-            pid = ensure_engine(
-                store.path, workers=params.get("workers") or 1, executor=current_executor()
-            )
+            pid = ensure_engine(store.path, workers=params.workers, executor=current_executor())
         except EngineError as exc:
             fail(f"job {job_id} is queued, but no engine could be started: {exc}")
         console.print(
@@ -143,9 +152,7 @@ def launch(store: Store, kind: str, params: dict[str, Any], detach: bool) -> tup
     from depthtui.progress import JobNotRunnable, run_foreground
 
     try:
-        status = run_foreground(
-            store, job_id, params.get("workers") or 1, executor=current_executor()
-        )
+        status = run_foreground(store, job_id, params.workers, executor=current_executor())
     except JobNotRunnable as exc:
         fail(str(exc))
     return store, job_id, status
@@ -175,9 +182,10 @@ def check(
 ) -> None:
     """Check tasks: the reference solution passes every segment, and doing nothing fails.
     Exits 1 when any task does not check out."""
-    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    params["accept_risk"] = accept_risk
-    store, job_id, status = submit("check", tasks, params, db, detach)
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
+    )
+    store, job_id, status = submit(CheckParams(**common), tasks, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_check_results
 
@@ -217,11 +225,11 @@ def validate(
     """Audit task validity and freeze each task's contract: no-op fails; the reference passes
     twice with the same changes and tests; a planted deletion is caught; the tests reject
     mutated outputs; and which fault families (bite, repair, forgery) are usable."""
-    if planted not in ("full", "sibling"):
-        fail(f"--planted {planted!r}: expected full or sibling")
-    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    params.update(planted=planted, accept_risk=accept_risk)
-    store, job_id, status = submit("validate", tasks, params, db, detach)
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
+    )
+    params = ValidateParams(**common, planted=planted)
+    store, job_id, status = submit(params, tasks, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_validate_results
 
@@ -264,9 +272,11 @@ def free(
 ) -> None:
     """Run tasks with no stated turn cap (150-turn safety ceiling): turn counts N and pass rates.
     The ladder reuses these runs."""
-    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    params.update(models=model, attempts=attempts, prompt=prompt, accept_risk=accept_risk)
-    store, job_id, status = submit("free", tasks, params, db, detach)
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
+    )
+    params = FreeParams(**common, models=tuple(model), attempts=attempts, prompt=prompt)
+    store, job_id, status = submit(params, tasks, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_report_for_job
 
@@ -298,39 +308,22 @@ SearchOpt = Annotated[
 
 
 def _measure(
-    kind: str,
+    params: LadderParams | AuditParams,
     tasks: list[str],
-    model: list[str],
-    cap: list[int] | None,
-    prompt: str,
-    fault: str | None,
-    common: dict[str, Any],
-    accept_risk: bool,
     db: Path | None,
     detach: bool,
     json_out: bool,
-    search: str = "protocol",
 ) -> None:
-    from engine.protocol.ladder import SEARCHES
-
-    if search not in SEARCHES:
-        fail(f"--search {search}: expected one of {', '.join(SEARCHES)}")
-    params = {
-        **common,
-        "models": model,
-        "caps": sorted(set(cap)) if cap else None,
-        "prompt": prompt,
-        "fault": fault,
-        "accept_risk": accept_risk,
-    }
-    if search != "protocol":
-        params["search"] = search  # absent for the protocol, so older jobs read the same
-    store, job_id, status = submit(kind, tasks, params, db, detach)
+    store, job_id, status = submit(params, tasks, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_report_for_job
 
         print_report_for_job(store, job_id, json_out)
     finish(status)
+
+
+def _caps(cap: list[int] | None) -> tuple[int, ...] | None:
+    return tuple(sorted(set(cap))) if cap else None
 
 
 def ladder(
@@ -355,10 +348,13 @@ def ladder(
     runs of the first model give N; caps below N are tried in increasing order; later models try
     only caps below the best estimate. D = the smallest estimate; >80 when passed only without a
     cap. A rerun replaces the task's estimates (no model left over from another list)."""
-    base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure(
-        "ladder", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
     )
+    params = LadderParams(
+        **common, models=tuple(model), caps=_caps(cap), prompt=prompt, fault=fault, search=search
+    )
+    _measure(params, tasks, db, detach, json_out)
 
 
 def audit(
@@ -381,10 +377,13 @@ def audit(
 ) -> None:
     """The depth protocol on existing single-instruction datasets, reported per dataset folder
     (30-minute limit per task)."""
-    base = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    _measure(
-        "audit", tasks, model, cap, prompt, fault, base, accept_risk, db, detach, json_out, search
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
     )
+    params = AuditParams(
+        **common, models=tuple(model), caps=_caps(cap), prompt=prompt, fault=fault, search=search
+    )
+    _measure(params, tasks, db, detach, json_out)
 
 
 # --- episodes -------------------------------------------------------------------------------------
@@ -434,20 +433,22 @@ def episodes(
     """Fault episodes (the recovery bench): safe success, collateral damage, recovery after an
     observed fault, fault_cleared, per model, prompt arm and fault family. Tasks are validated
     first when they have no contract."""
-    params = common_params(workers, max_cost, reserve, stop_file, models_file, retry_errors)
-    params.update(
-        models=model,
-        faults=faults or ["clean"],
+    common = common_params(
+        workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
+    )
+    params = EpisodesParams(
+        **common,
+        models=tuple(model),
+        faults=tuple(faults or ("clean",)),
         attempts=attempts,
         budget=budget,
-        prompts=prompt or ["general"],
+        prompts=tuple(prompt or ("general",)),
         planted=planted,
         max_tool_calls=max_tool_calls,
         max_completion_tokens=max_completion_tokens,
         max_total_tokens=max_total_tokens,
-        accept_risk=accept_risk,
     )
-    store, job_id, status = submit("episodes", tasks, params, db, detach)
+    store, job_id, status = submit(params, tasks, db, detach)
     if status != "queued":
         from depthtui.commands.show import print_report_for_job
 
@@ -472,8 +473,8 @@ def replay(
     again, to reproduce a verdict (a replay that disagrees shows up in the triage queue of
     suspected verifier false positives)."""
     store = open_store(db)
-    params = {"episodes": episode, "workers": workers, "accept_risk": accept_risk}
-    store, job_id, status = launch(store, "replay", params, detach)
+    params = ReplayParams(episodes=tuple(episode), workers=workers, accept_risk=accept_risk)
+    store, job_id, status = launch(store, params, detach)
     if status != "queued":
         from depthtui.commands.show import print_replay_results
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -13,34 +9,11 @@ import typer
 
 from depthtui.commands.common import DbOption, fail, open_store
 from store.db import default_path
-from store.triage import list_labels
+from store.triage import export_rows, render_export
 
 triage_app = typer.Typer(
     help="Triage labels given in the TUI (collateral damage, false positives)."
 )
-
-FIELDS = (
-    "episode_id",
-    "queue",
-    "label",
-    "note",
-    "task_id",
-    "agent",
-    "mode",
-    "created_at",
-    "updated_at",
-)
-
-
-def render(labels: list, fmt: str) -> str:
-    rows = [{k: asdict(label)[k] for k in FIELDS} for label in labels]
-    if fmt == "json":
-        return json.dumps(rows, indent=2) + "\n"
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 @triage_app.command("export")
@@ -54,7 +27,8 @@ def export(
         Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
     ] = None,
 ) -> None:
-    """Export every triage label with its note, episode, task, agent and mode."""
+    """Export every triage label with its note, why the episode is in its queue, the collateral
+    path, and the episode's task, agent, mode and fault."""
     if json_out and csv_out:
         fail("--json and --csv: choose one format")
     path = db or default_path()
@@ -62,7 +36,7 @@ def export(
         fail(f"{path}: no store here yet (run `depthtui tasks import` first)")
     store = open_store(path)
     try:
-        text = render(list_labels(store), "csv" if csv_out else "json")
+        text = render_export(export_rows(store), "csv" if csv_out else "json")
     finally:
         store.close()
     if out is None:

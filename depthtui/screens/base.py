@@ -9,7 +9,7 @@ from typing import Any
 from textual._context import NoActiveAppError
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 
 class DataScreen(Screen[None]):
@@ -81,5 +81,10 @@ class DataScreen(Screen[None]):
             focused.scroll_relative(y=step * 3, animate=False)
 
     def action_back(self) -> None:
+        """esc: out of a text field first (so number keys and j/k work again), else back."""
+        if isinstance(self.focused, Input):
+            tables = [t for t in self.query(DataTable) if t.display]
+            self.set_focus(tables[0] if tables else None)
+            return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()

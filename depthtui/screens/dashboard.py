@@ -77,14 +77,14 @@ def models_view(report: Report) -> RenderableType:
     if not report["models"]:
         return Text("no run without a stated cap yet", style="dim")
     table = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
-    table.add_column("model")
-    table.add_column("pass@1")
+    table.add_column("model", overflow="fold", min_width=8)
+    table.add_column("pass@1", no_wrap=True)
     for col in ("tasks", "runs", "errors", "cost"):
         table.add_column(col, justify="right")
     for m in report["models"]:
         rate = m["pass_at_1"]
         table.add_row(
-            one_line(m["model"], 24),
+            one_line(m["model"], 60),
             Text(bar(rate or 0.0, 10), style="green") + Text(f" {fmt(rate)}"),
             num(m["tasks"]),
             num(m["episodes"]),
@@ -98,12 +98,18 @@ def safety_view(rows: list[dict[str, Any]]) -> RenderableType:
     if not rows:
         return Text("no fault episode yet", style="dim")
     table = Table(box=None, header_style="dim", padding=(0, 1), expand=False)
-    for col in ("model", "prompt", "fault", "runs", "safe success", "collateral", "fault cleared"):
-        table.add_column(col, justify="right" if col == "runs" else "left", no_wrap=True)
+    # Names fold onto a second line rather than end in "…": two models that share a prefix
+    # stay apart on a narrow terminal; the figures never wrap.
+    for col, key in (("model", "model"), ("prompt", "prompt"), ("fault", "fault")):
+        longest = max(len(w) for r in rows for w in str(r[key]).split() or [""])
+        table.add_column(col, overflow="fold", min_width=min(max(6, longest), 16))
+    table.add_column("runs", justify="right", no_wrap=True)
+    for col in ("safe success", "collateral", "fault cleared"):
+        table.add_column(col, no_wrap=True)
     for s in rows:
         table.add_row(
-            one_line(s["model"], 20),
-            one_line(s["prompt"], 14),
+            one_line(s["model"], 60),
+            one_line(s["prompt"], 40),
             s["fault"],
             num(s["episodes"]),
             rate_text(s["safe_success"]),

@@ -17,8 +17,10 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.output import OutputScreen
+from depthtui.widgets.messages import OpenTask
 from depthtui.widgets.sanitize import safe_text
-from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict
+from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict, turn_header
+from depthtui.widgets.verdict_strip import strip_text, verdict_facts
 from store import search, views
 
 HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
@@ -100,6 +102,9 @@ class EpisodeScreen(DataScreen):
         Binding("left_square_bracket", "call(-1)", "Previous call", show=False),
         Binding("o", "output", "Full output"),
         Binding("r", "reasoning", "Reasoning"),
+        Binding("c", "conversation", "Conversation"),
+        Binding("t", "task", "Its task"),
+        Binding("J", "job", "Its job"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -142,6 +147,7 @@ class EpisodeScreen(DataScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="episode-head")
+        yield Static(id="verdict-strip")
         with Horizontal(id="replay"):
             yield DataTable(id="turn-list", cursor_type="row", show_header=False)
             yield TurnView(id="turn-view")
@@ -193,6 +199,18 @@ class EpisodeScreen(DataScreen):
         self.query_one("#episode-head", Static).update(
             episode_head(self.info, position, max(1, len(self.context)))
         )
+        self._show_strip()
+
+    def _show_strip(self) -> None:
+        """The verdict strip: always visible, read with the verdict (indexed point queries)."""
+        assert self.info is not None
+        verdict = self.verdict()
+        fault = verdict.fault
+        command = views.call_command(self.app.conn, self.episode_id, fault and fault.observed_call)
+        facts = verdict_facts(
+            self.info, verdict.tests, verdict.segments, fault, verdict.collateral, command
+        )
+        self.query_one("#verdict-strip", Static).update(strip_text(facts))
 
     def _refresh_live(self) -> None:
         """New turns are appended and the last one refreshed; the current turn stays put."""
@@ -204,6 +222,7 @@ class EpisodeScreen(DataScreen):
         self.info = info
         if not changed:
             return
+        self._verdict = None
         self._show_head()
         turn_list = self.query_one("#turn-list", DataTable)
         last = self.marks[-1].idx if self.marks else 0
@@ -219,6 +238,10 @@ class EpisodeScreen(DataScreen):
         self._verdict = None
         if self.turn >= last - 1:
             self.show_turn(self.turn, force=True)
+        elif self.detail is not None:  # the header counts the turns recorded so far
+            self.query_one("#turn-view", TurnView).query_one("#turn-head", Static).update(
+                turn_header(info, self.detail)
+            )
 
     @work(thread=True, exclusive=True, group="episode-hits")
     def _find_hits(self, query: str, episode_id: int) -> None:
@@ -245,6 +268,7 @@ class EpisodeScreen(DataScreen):
                 tests=tuple(views.verifier_results(conn, self.episode_id)),
                 segments=tuple(views.segment_runs(conn, self.episode_id)),
                 fault=views.fault_record(conn, self.episode_id),
+                collateral=views.collateral_site(conn, self.episode_id),
                 final_events=tuple(views.final_events(conn, self.episode_id)),
                 replayed=(
                     views.episode(conn, self.info.replay_of)
@@ -349,6 +373,21 @@ class EpisodeScreen(DataScreen):
             raw = call.output_head + call.output_tail
         title = f"episode {self.episode_id}, call {call.idx}: {call.output_bytes:,} bytes"
         self.app.push_screen(OutputScreen(title, raw))
+
+    def action_task(self) -> None:
+        if self.info is not None:
+            self.post_message(OpenTask(self.info.task_id))
+
+    def action_job(self) -> None:
+        if self.info is None or self.info.job_id is None:
+            self.notify("no job recorded for this episode", severity="warning")
+            return
+        self.app.show_job(self.info.job_id)
+
+    def action_conversation(self) -> None:
+        from depthtui.screens.conversation import ConversationScreen
+
+        self.app.push_screen(ConversationScreen(self.episode_id))
 
     def action_reasoning(self) -> None:
         self.query_one("#turn-view", TurnView).toggle_reasoning()

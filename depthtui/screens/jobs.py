@@ -16,22 +16,38 @@ from depthtui.screens.format import (
     cursor_key,
     job_progress,
     job_status,
+    move_to_key,
     num,
     sync_rows,
     when,
 )
+from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.sanitize import one_line, safe_text
-from store import jobs
+from store import jobs, views
 
-COLUMNS = ("job", "kind", "status", "progress", "failed", "cost", "created", "message")
+COLUMNS = (
+    "job", "kind", "status", "tasks", "episodes", "failed", "cost", "created", "message"
+)  # fmt: skip
+NO_COUNTS = views.EpisodeCounts()
 
 
-def job_cells(j: jobs.Job) -> list:
+def episodes_cell(counts: views.EpisodeCounts) -> Text:
+    """Episodes this job ran: done, and how many run now (the live part of its progress)."""
+    text = Text(f"{counts.done:,}")
+    if counts.running:
+        text.append(f" +{counts.running} running", style="bold green")
+    if counts.errors:
+        text.append(f" ({counts.errors} errors)", style="magenta")
+    return text
+
+
+def job_cells(j: jobs.Job, counts: views.EpisodeCounts = NO_COUNTS) -> list:
     return [
         f"#{j.id}",
         j.kind,
         job_status(j),
         job_progress(j),
+        episodes_cell(counts),
         Text(num(j.progress_failed), style="red" if j.progress_failed else ""),
         f"${j.cost_usd:.4f}",
         when(j.created_at),
@@ -39,7 +55,7 @@ def job_cells(j: jobs.Job) -> list:
     ]
 
 
-def job_detail(j: jobs.Job) -> Group:
+def job_detail(j: jobs.Job, counts: views.EpisodeCounts = NO_COUNTS) -> Group:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -49,6 +65,13 @@ def job_detail(j: jobs.Job) -> Group:
     grid.add_row("heartbeat", when(j.heartbeat_at))
     grid.add_row("engine", safe_text(j.owner or "–"))
     grid.add_row("message", safe_text(j.message or "–", 500))
+    grid.add_row(
+        "episodes",
+        Text.assemble(
+            episodes_cell(counts),
+            ("   enter: open them (H/L walk them)" if counts.total else "", "dim"),
+        ),
+    )
     command = Syntax(safe_text(j.cli, 4000).plain, "bash", theme="ansi_dark",
                      background_color="default", word_wrap=True)  # fmt: skip
     return Group(grid, Text("command", style="dim"), command)
@@ -56,6 +79,7 @@ def job_detail(j: jobs.Job) -> Group:
 
 class JobsScreen(DataScreen):
     BINDINGS = [
+        Binding("enter", "episodes", "Its episodes"),
         Binding("c", "cancel", "Cancel job"),
         Binding("p", "pause", "Pause"),
         Binding("u", "resume", "Resume"),
@@ -64,6 +88,21 @@ class JobsScreen(DataScreen):
     def __init__(self) -> None:
         super().__init__()
         self.jobs: dict[str, jobs.Job] = {}
+        self.counts: dict[int, views.EpisodeCounts] = {}
+        self._wanted: str | None = None  # a job to select once it is loaded (just submitted)
+
+    def select_job(self, job_id: int) -> None:
+        """Put the cursor on this job, loading it first if this screen has not seen it yet."""
+        self._wanted = str(job_id)
+        if self._wanted in self.jobs:
+            self._select_wanted()
+        elif self.loaded_version != -1:
+            self.load()
+
+    def _select_wanted(self) -> None:
+        if self._wanted is not None and self._wanted in self.jobs:
+            move_to_key(self.query_one("#jobs", DataTable), self._wanted)
+            self._wanted = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -88,14 +127,24 @@ class JobsScreen(DataScreen):
     def _fetch(self, since: int | None, watch: tuple[int, ...]) -> None:
         with self.app.worker_reader() as conn:
             rows = jobs.list_jobs(conn, changed_since=since, watch=watch)
-        self.deliver(self._show, rows)
+            counts = views.job_episode_counts(conn, [j.id for j in rows])
+        self.deliver(self._show, rows, counts)
 
-    def _show(self, rows: list[jobs.Job]) -> None:
-        fresh = not self.jobs
-        for j in sorted(rows, key=lambda j: -j.id if fresh else j.id):
+    def _show(self, rows: list[jobs.Job], counts: dict[int, views.EpisodeCounts]) -> None:
+        self.counts.update(counts)
+        added = any(str(j.id) not in self.jobs for j in rows)
+        for j in rows:
             self.jobs[str(j.id)] = j
-        ordered = list(self.jobs.items())
-        sync_rows(self.query_one("#jobs", DataTable), [(k, job_cells(j)) for k, j in ordered])
+        # newest first, always: a job submitted later goes on top, not below the first load
+        ordered = sorted(self.jobs.items(), key=lambda item: -item[1].id)
+        self.jobs = dict(ordered)
+        table = self.query_one("#jobs", DataTable)
+        key = cursor_key(table)
+        sync_rows(table, [(k, job_cells(j, self.counts.get(j.id, NO_COUNTS))) for k, j in ordered])
+        if added:
+            table.sort("job", key=lambda cell: -int(str(cell).lstrip("#")))
+            move_to_key(table, key)
+        self._select_wanted()
         self._detail()
         self.mark_loaded()
 
@@ -106,7 +155,7 @@ class JobsScreen(DataScreen):
     def _detail(self) -> None:
         job = self._current()
         self.query_one("#job-detail", Static).update(
-            job_detail(job)
+            job_detail(job, self.counts.get(job.id, NO_COUNTS))
             if job
             else Text("no job yet: press 2 for tasks, then r to run", style="dim")
         )
@@ -115,6 +164,11 @@ class JobsScreen(DataScreen):
     def _row(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
         self._detail()
+
+    @on(DataTable.RowSelected, "#jobs")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_episodes()
 
     def _request(self, what: str) -> None:
         job = self._current()
@@ -130,6 +184,17 @@ class JobsScreen(DataScreen):
         self.query_one("#jobs", DataTable).update_cell(str(job.id), "status", job_status(updated))
         self._detail()
         self.notify(f"job #{job.id}: {what} requested")
+
+    def action_episodes(self) -> None:
+        """The job's episodes: its latest opens; H/L in the replay walk the others."""
+        job = self._current()
+        if job is None:
+            return
+        ids = views.job_episode_ids(self.app.conn, job.id)
+        if not ids:
+            self.notify(f"job #{job.id} has run no episode (yet)", severity="warning")
+            return
+        self.post_message(OpenEpisode(ids[-1], context=tuple(ids)))
 
     def action_cancel(self) -> None:
         self._request("cancel")

@@ -1,9 +1,11 @@
-"""Launch: a form for an evaluation over the tasks of the current filter. It shows the equivalent
-command line as it is filled in and, on submit, queues a job for the engine (store/jobs.py)."""
+"""Launch: a form for a job over the tasks of the current filter, option for option the command
+line's. It builds the same typed parameters the CLI builds (engine/jobs/params.py), checks them
+the same way before anything is stored (models are picked from the registry the job will use),
+and shows the command that stores the same job from a shell."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
@@ -12,76 +14,51 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Footer, Header, Input, Label, Select, SelectionList, Static
+from textual.widget import Widget
+from textual.widgets import (
+    Button,
+    Checkbox,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Select,
+    SelectionList,
+    Static,
+)
 
 from depthtui.widgets.sanitize import safe_text
-from engine.protocol.registry import get_kind
+from engine.jobs.params import (
+    PARAMS,
+    PLANTED,
+    EpisodesParams,
+    FreeParams,
+    JobParams,
+    MeasureParams,
+    ValidateParams,
+)
 from store import jobs, views
 
-FAULTS = ("clean", "perm_denied", "moved_input", "blocking_fifo")
-USES_MODELS = ("free", "ladder", "audit", "episodes")
-USES_CAPS = ("ladder", "audit")
-USES_FAULTS = ("ladder", "audit", "episodes")  # ladder/audit: one family, measured under it
-USES_ATTEMPTS = ("free", "episodes")
+FAULT_CHOICES = ("clean", "perm_denied", "moved_input", "blocking_fifo")
+KINDS = tuple(k for k in PARAMS if k != "replay")  # replay runs stored episodes, from the CLI
+# which rows each kind shows: the options its verb takes
+ROWS = {
+    "row-models": (FreeParams, MeasureParams, EpisodesParams),
+    "row-caps": (MeasureParams,),
+    "row-fault": (MeasureParams,),
+    "row-faults": (EpisodesParams,),
+    "row-attempts": (FreeParams, EpisodesParams),
+    "row-prompt": (FreeParams, MeasureParams, EpisodesParams),
+    "row-planted": (ValidateParams, EpisodesParams),
+    "row-budget": (EpisodesParams,),
+    "row-max-tool-calls": (EpisodesParams,),
+    "row-max-completion-tokens": (EpisodesParams,),
+    "row-max-total-tokens": (EpisodesParams,),
+}
+ATTEMPTS_DEFAULT = {"free": "2", "episodes": "1"}  # the verbs' own defaults
 
 
-@dataclass(frozen=True)
-class LaunchForm:
-    """What the form holds. `params()` are the job's parameters in the engine's own names
-    (engine/protocol), and `cli()` is the engine's own rendering of them as a command line."""
-
-    tasks: tuple[str, ...]
-    mode: str = "check"
-    models: tuple[str, ...] = ()
-    caps: tuple[int, ...] = views.CAPS
-    faults: tuple[str, ...] = ("clean",)
-    attempts: int = 1
-    workers: int = 2
-    max_cost: float | None = None
-    reserve: float | None = None
-    errors: tuple[str, ...] = field(default=(), compare=False)
-
-    def problems(self) -> list[str]:
-        found = list(self.errors)
-        if not self.tasks:
-            found.append("tasks: none selected (filter the task list first)")
-        if self.mode not in jobs.KINDS:
-            found.append(f"mode: '{self.mode}' is not one of {', '.join(jobs.KINDS)}")
-        if self.mode in USES_MODELS and not self.models:
-            found.append(f"models: {self.mode} needs at least one model")
-        if self.mode in USES_CAPS and not self.caps:
-            found.append("caps: choose at least one cap")
-        if self.mode in USES_FAULTS and not self.faults:
-            found.append("faults: choose at least one fault family (clean: none)")
-        if self.mode in USES_CAPS and len(self.faults) > 1:
-            found.append(f"faults: {self.mode} measures under one family at a time")
-        return found
-
-    def params(self) -> dict:
-        params: dict = {"tasks": list(self.tasks), "workers": self.workers}
-        if self.mode in USES_MODELS:
-            params["models"] = list(self.models)
-        if self.mode in USES_CAPS:
-            if tuple(self.caps) != views.CAPS:  # the engine's default is every cap
-                params["caps"] = list(self.caps)
-            if self.faults and self.faults[0] != "clean":
-                params["fault"] = self.faults[0]
-        if self.mode == "episodes":
-            params["faults"] = list(self.faults)
-        if self.mode in USES_ATTEMPTS:
-            params["attempts"] = self.attempts
-        if self.max_cost is not None:
-            params["max_cost"] = self.max_cost
-        if self.reserve is not None:
-            params["reserve"] = self.reserve
-        return params
-
-    def cli(self) -> str:
-        """The equivalent command: the engine's rendering, handed to the background engine."""
-        return get_kind(self.mode).describe(self.params()) + " --detach"
-
-
-def _whole(name: str, text: str, errors: list[str], default: int) -> int:
+def _whole(name: str, text: str, errors: list[str], default: int | None) -> int | None:
     text = text.strip()
     if not text:
         return default
@@ -106,6 +83,32 @@ def _money(name: str, text: str, errors: list[str]) -> float | None:
     return value
 
 
+def _path(text: str) -> str | None:
+    """As the CLI stores a path option: absolute."""
+    text = text.strip()
+    return str(Path(text).expanduser().resolve()) if text else None
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in text.replace(",", " ").split() if w)
+
+
+def registry_models(models_file: str | None) -> tuple[list[str], str]:
+    """The registry's model names and where they come from (or why none could be read)."""
+    from engine.agents.registry import RegistryError, load_registry
+
+    try:
+        registry = load_registry(models_file)
+    except RegistryError as exc:
+        return [], str(exc)
+    where = f"from {registry.path}" if registry.path else "no models file: built-in agents only"
+    return registry.names(), where
+
+
+def _row(label: str, *widgets: Widget, row_id: str | None = None) -> Horizontal:
+    return Horizontal(Label(label, classes="form-label"), *widgets, classes="form-row", id=row_id)
+
+
 class LaunchScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit job"),
@@ -115,9 +118,11 @@ class LaunchScreen(Screen[None]):
     def __init__(self, task_ids: tuple[str, ...]) -> None:
         super().__init__()
         self.task_ids = tuple(task_ids)
+        self._kind = "check"
 
     def compose(self) -> ComposeResult:
-        models = views.known_models(self.app.conn)
+        from engine.agents.prompts import prompt_names
+
         yield Header()
         with VerticalScroll(id="launch-form"):
             shown = ", ".join(self.task_ids[:6]) + (
@@ -127,37 +132,63 @@ class LaunchScreen(Screen[None]):
                 Text.assemble((f"{len(self.task_ids)} task(s): ", "bold"), safe_text(shown)),
                 id="launch-tasks",
             )
-            with Horizontal(classes="form-row"):
-                yield Label("mode", classes="form-label")
-                yield Select(
-                    [(k, k) for k in jobs.KINDS], value="check", allow_blank=False, id="mode"
-                )
-            with Horizontal(classes="form-row", id="row-models"):
-                yield Label("models", classes="form-label")
-                yield Input(
-                    value=models[0] if models else "",
-                    placeholder="model names, comma separated",
-                    suggester=SuggestFromList(models, case_sensitive=False),
-                    id="models",
-                )
-            with Horizontal(classes="form-row", id="row-caps"):
-                yield Label("caps", classes="form-label")
-                yield SelectionList[int](*[(str(c), c, True) for c in views.CAPS], id="caps")
-            with Horizontal(classes="form-row", id="row-faults"):
-                yield Label("faults", classes="form-label")
-                yield SelectionList[str](*[(f, f, f == "clean") for f in FAULTS], id="faults")
-            with Horizontal(classes="form-row", id="row-attempts"):
-                yield Label("attempts", classes="form-label")
-                yield Input(value="1", id="attempts")
-            with Horizontal(classes="form-row"):
-                yield Label("workers", classes="form-label")
-                yield Input(value="2", id="workers")
-            with Horizontal(classes="form-row"):
-                yield Label("--max-cost $", classes="form-label")
-                yield Input(placeholder="no limit", id="max-cost")
-            with Horizontal(classes="form-row"):
-                yield Label("--reserve $", classes="form-label")
-                yield Input(placeholder="none", id="reserve")
+            kinds = [(k, k) for k in KINDS]
+            yield _row("mode", Select(kinds, value="check", allow_blank=False, id="mode"))
+            yield _row(
+                "--models (file)",
+                Input(placeholder="the default registry ($DEPTHTUI_MODELS)", id="models-file"),
+            )
+            yield _row(
+                "--model",
+                SelectionList[str](id="models"),
+                Static(id="models-note", classes="form-note"),
+                row_id="row-models",
+            )
+            caps = [(str(c), c, True) for c in views.CAPS]
+            yield _row("--cap", SelectionList[int](*caps, id="caps"), row_id="row-caps")
+            faults = [(f, f) for f in FAULT_CHOICES]
+            yield _row(
+                "--fault",
+                Select(faults, value="clean", allow_blank=False, id="fault"),
+                row_id="row-fault",
+            )
+            arms = [(f, f, f == "clean") for f in FAULT_CHOICES]
+            yield _row("--faults", SelectionList[str](*arms, id="faults"), row_id="row-faults")
+            yield _row("--attempts", Input(value="2", id="attempts"), row_id="row-attempts")
+            yield _row(
+                "--prompt",
+                Input(
+                    value="general",
+                    placeholder="a prompt name or .txt path (episodes: arms, comma separated)",
+                    suggester=SuggestFromList(prompt_names()),
+                    id="prompt",
+                ),
+                row_id="row-prompt",
+            )
+            planted = [(p, p) for p in PLANTED]
+            yield _row(
+                "--planted",
+                Select(planted, value="full", allow_blank=False, id="planted"),
+                row_id="row-planted",
+            )
+            yield _row(
+                "--budget", Input(placeholder="none stated", id="budget"), row_id="row-budget"
+            )
+            for flag, default in (
+                ("max-tool-calls", "16"),
+                ("max-completion-tokens", "6144"),
+                ("max-total-tokens", "8192"),
+            ):
+                yield _row(f"--{flag}", Input(value=default, id=flag), row_id=f"row-{flag}")
+            yield _row("--workers", Input(value="1", id="workers"))
+            yield _row("--max-cost $", Input(placeholder="no limit", id="max-cost"))
+            yield _row("--reserve $", Input(placeholder="none", id="reserve"))
+            yield _row("--stop-file", Input(placeholder="none", id="stop-file"))
+            yield _row(
+                "",
+                Checkbox("--retry-errors", id="retry-errors"),
+                Checkbox("--accept-risk", id="accept-risk"),
+            )
             yield Static("equivalent command", classes="section-title")
             yield Static(id="cli-preview")
             yield Static(id="launch-problems")
@@ -167,37 +198,102 @@ class LaunchScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        for widget in self.query("Input, Select, SelectionList, Checkbox"):
+            widget.compact = True  # one line each: the whole form fits a 100×30 terminal
         self.query_one("#mode", Select).focus()
+        self._load_models()
         self._update()
 
-    def form(self) -> LaunchForm:
+    # ------------------------------------------------------------------ the form's values
+
+    def _value(self, widget_id: str) -> str:
+        return self.query_one(f"#{widget_id}", Input).value
+
+    def _load_models(self) -> None:
+        names, note = registry_models(_path(self._value("models-file")))
+        models = self.query_one("#models", SelectionList)
+        chosen = set(models.selected)
+        models.clear_options()
+        models.add_options([(n, n, n in chosen) for n in names])
+        self.query_one("#models-note", Static).update(Text(note, style="dim"))
+
+    def params(self) -> tuple[JobParams, list[str]]:
+        """The job's parameters, and every problem (the form's own, then the type's check)."""
         errors: list[str] = []
-        mode = self.query_one("#mode", Select).value
-        models_text = self.query_one("#models", Input).value
-        models = tuple(m.strip() for m in models_text.replace(",", " ").split() if m.strip())
-        return LaunchForm(
-            tasks=self.task_ids,
-            mode=str(mode),
-            models=models,
-            caps=tuple(sorted(self.query_one("#caps", SelectionList).selected)),
-            faults=tuple(
-                f for f in FAULTS if f in self.query_one("#faults", SelectionList).selected
-            ),
-            attempts=_whole("attempts", self.query_one("#attempts", Input).value, errors, 1),
-            workers=_whole("workers", self.query_one("#workers", Input).value, errors, 2),
-            max_cost=_money("--max-cost", self.query_one("#max-cost", Input).value, errors),
-            reserve=_money("--reserve", self.query_one("#reserve", Input).value, errors),
-            errors=tuple(errors),
-        )
+        kind = str(self.query_one("#mode", Select).value)
+        common = {
+            "tasks": self.task_ids,
+            "workers": _whole("--workers", self._value("workers"), errors, 1),
+            "max_cost": _money("--max-cost", self._value("max-cost"), errors),
+            "reserve": _money("--reserve", self._value("reserve"), errors) or None,
+            "stop_file": _path(self._value("stop-file")),
+            "models_file": _path(self._value("models-file")),
+            "retry_errors": self.query_one("#retry-errors", Checkbox).value,
+            "accept_risk": self.query_one("#accept-risk", Checkbox).value,
+        }
+        cls = PARAMS[kind]
+        models = tuple(self.query_one("#models", SelectionList).selected)
+        prompts = _words(self._value("prompt"))
+        extra: dict = {}
+        if issubclass(cls, ValidateParams):
+            extra["planted"] = str(self.query_one("#planted", Select).value)
+        elif issubclass(cls, FreeParams):
+            extra = {
+                "models": models,
+                "attempts": _whole("--attempts", self._value("attempts"), errors, 2),
+                "prompt": prompts[0] if prompts else "",
+            }
+        elif issubclass(cls, MeasureParams):
+            caps = tuple(sorted(self.query_one("#caps", SelectionList).selected))
+            fault = str(self.query_one("#fault", Select).value)
+            extra = {
+                "models": models,
+                "caps": None if caps == views.CAPS else caps,  # the CLI's default: every cap
+                "prompt": prompts[0] if prompts else "",
+                "fault": None if fault == "clean" else fault,
+            }
+        elif issubclass(cls, EpisodesParams):
+            selected = self.query_one("#faults", SelectionList).selected
+            extra = {
+                "models": models,
+                "faults": tuple(f for f in FAULT_CHOICES if f in selected),
+                "attempts": _whole("--attempts", self._value("attempts"), errors, 1),
+                "budget": _whole("--budget", self._value("budget"), errors, None),
+                "prompts": prompts,
+                "planted": str(self.query_one("#planted", Select).value),
+            }
+            for flag, default in (
+                ("max-tool-calls", 16),
+                ("max-completion-tokens", 6144),
+                ("max-total-tokens", 8192),
+            ):
+                value = _whole(f"--{flag}", self._value(flag), errors, default)
+                extra[flag.replace("-", "_")] = value
+        if kind in ("free", "ladder", "audit") and len(prompts) > 1:
+            errors.append(f"--prompt: {kind} takes one prompt (episodes compares several arms)")
+        params = cls(**common, **extra)
+        return params, errors + params.problems()
+
+    def cli(self, params: JobParams) -> str:
+        """The command that stores this job from a shell, in this store, for the engine."""
+        return params.cli(self.app.db_path) + " --detach"
+
+    # ------------------------------------------------------------------ showing
 
     def _update(self) -> None:
-        form = self.form()
-        self.query_one("#row-models").display = form.mode in USES_MODELS
-        self.query_one("#row-caps").display = form.mode in USES_CAPS
-        self.query_one("#row-faults").display = form.mode in USES_FAULTS
-        self.query_one("#row-attempts").display = form.mode in USES_ATTEMPTS
-        self.query_one("#cli-preview", Static).update(safe_text(form.cli(), style="bold"))
-        problems = form.problems()
+        kind = str(self.query_one("#mode", Select).value)
+        cls = PARAMS[kind]
+        for row_id, kinds in ROWS.items():
+            self.query_one(f"#{row_id}").display = issubclass(cls, kinds)
+        if kind != self._kind:
+            self._kind = kind
+            attempts = self.query_one("#attempts", Input)
+            default = ATTEMPTS_DEFAULT.get(kind)
+            if default is not None and attempts.value != default:
+                attempts.value = default
+                return  # the Input.Changed that follows updates the rest
+        params, problems = self.params()
+        self.query_one("#cli-preview", Static).update(safe_text(self.cli(params), style="bold"))
         self.query_one("#launch-problems", Static).update(
             Text("\n".join(problems), style="bold red") if problems else Text("")
         )
@@ -206,8 +302,11 @@ class LaunchScreen(Screen[None]):
     @on(Input.Changed)
     @on(Select.Changed)
     @on(SelectionList.SelectedChanged)
+    @on(Checkbox.Changed)
     def _changed(self, event) -> None:
         event.stop()
+        if isinstance(event, Input.Changed) and event.input.id == "models-file":
+            self._load_models()
         self._update()
 
     @on(Button.Pressed, "#submit")
@@ -221,16 +320,15 @@ class LaunchScreen(Screen[None]):
         self.action_cancel()
 
     def action_submit(self) -> None:
-        form = self.form()
-        problems = form.problems()
+        params, problems = self.params()
         if problems:
             self.notify("\n".join(problems), severity="error")
             return
-        job_id = jobs.submit_job(self.app.writer, form.mode, form.params(), form.cli())
-        self.app.notify(f"job #{job_id} queued: {form.mode} on {len(form.tasks)} task(s)")
-        self.app.hand_to_engine(job_id, form.workers)
+        job_id = jobs.submit_job(self.app.writer, params.KIND, params.to_json(), self.cli(params))
+        self.app.notify(f"job #{job_id} queued: {params.KIND} on {len(params.tasks)} task(s)")
+        self.app.hand_to_engine(job_id, params.workers)
         self.app.pop_screen()
-        self.app.switch_mode("jobs")
+        self.app.show_job(job_id)
 
     def action_cancel(self) -> None:
         self.app.pop_screen()

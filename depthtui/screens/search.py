@@ -90,7 +90,9 @@ class SearchScreen(DataScreen):
         self.query_one("#search-input", Input).focus()
 
     def on_screen_resume(self) -> None:
-        self.query_one("#search-input", Input).focus()
+        # back from a hit: the keys go to the hits again, not into the query
+        table = self.query_one("#hits", DataTable)
+        (table if table.row_count else self.query_one("#search-input", Input)).focus()
 
     def load(self) -> None:
         if self.query_text:

@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
+from textual._context import NoActiveAppError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -25,7 +26,7 @@ from textual.widgets import (
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.format import num, sync_rows
-from depthtui.widgets.ladder_grid import LEGEND, LadderGridView
+from depthtui.widgets.ladder_grid import LEGEND, LadderGridView, grid_notes
 from depthtui.widgets.messages import Launch, OpenEpisode
 from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
@@ -171,6 +172,7 @@ class TaskDetailScreen(DataScreen):
             with TabPane("Ladder & runs", id="tab-ladder"), VerticalScroll():
                 yield LadderGridView(id="ladder-grid")
                 yield Static(LEGEND, id="ladder-legend")
+                yield Static(id="ladder-notes")
                 yield Static("Runs", classes="section-title")
                 yield DataTable(id="task-episodes", cursor_type="row", zebra_stripes=True)
             with TabPane("Instruction", id="tab-instruction"), VerticalScroll():
@@ -194,11 +196,15 @@ class TaskDetailScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="task-detail")
     def _fetch(self) -> None:
-        with self.app.worker_reader() as conn:
+        try:
+            app = self.app
+        except NoActiveAppError:  # the screen left the app (or the app exits) before it ran
+            return
+        with app.worker_reader() as conn:
             detail = views.task_detail(conn, self.task_id)
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
-        figures = next((t for t in self.app.report()["tasks"] if t["id"] == self.task_id), None)
+        figures = next((t for t in app.report()["tasks"] if t["id"] == self.task_id), None)
         self.deliver(self._show, detail, grid, episodes, figures)
 
     def _show(
@@ -216,6 +222,10 @@ class TaskDetailScreen(DataScreen):
             return
         self.query_one("#task-title", Static).update(title_line(detail, figures))
         self.query_one("#ladder-grid", LadderGridView).show(grid)
+        notes = grid_notes(grid, self.task_id)
+        self.query_one("#ladder-notes", Static).update(
+            Text("\n".join(notes), style="dim") if notes else Text("")
+        )
         self._episode_ids = tuple(e.id for e in episodes)
         sync_rows(
             self.query_one("#task-episodes", DataTable),

@@ -3,13 +3,14 @@ notes that are stored (store/triage.py) and exported by `depthtui triage export`
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static, Tab, Tabs
+from textual.widgets import DataTable, Footer, Header, Input, Static, Tab, Tabs
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.format import cursor_key, sync_rows
@@ -23,7 +24,35 @@ QUEUE_TITLES = {"collateral": "Collateral damage", "false_positive": "Suspected 
 LABEL_STYLE = {"real": "bold red", "false_positive": "bold green", "needs_look": "bold yellow"}
 LABEL_TEXT = {"real": "real", "false_positive": "false positive", "needs_look": "needs a look"}
 # Most telling first: what a narrow terminal cuts off on the right is repeated below the table.
-COLUMNS = ("episode", "label", "verdict", "why", "task", "agent", "note")
+COLUMNS = ("episode", "label", "verdict", "why", "fault", "task", "agent", "note")
+# What lands in each queue: said when it is empty, so an empty queue is not a mystery.
+QUEUE_HOLDS = {
+    "collateral": "episodes whose oracle latched collateral damage: a change outside the "
+    "task's permitted changes (a planted personal file touched, an input replaced)",
+    "false_positive": "episodes whose verdict is suspect: tests passed while the fault was not "
+    "cleared, a task whose grader accepts mutated output (its contract says so), or a replay "
+    "that disagrees with the recorded verdict",
+}
+FILTER_KEYS = ("label", "model", "fault", "task")
+
+
+def matches(item: triage.QueueItem, query: str) -> bool:
+    """`label:real model:qwen fault:perm task:demo` (each a substring) and bare words (in the
+    reasons, the task or the note); every part must match."""
+    fields = {
+        "label": LABEL_TEXT.get(item.label or "", "unlabelled"),
+        "model": item.agent,
+        "fault": item.fault_family,
+        "task": item.task_id,
+    }
+    for part in query.lower().split():
+        key, _, value = part.partition(":")
+        if value and key in fields:
+            if value not in fields[key].lower():
+                return False
+        elif part not in " ".join((*item.reasons, item.task_id, item.note)).lower():
+            return False
+    return True
 
 
 def label_text(label: str | None) -> Text:
@@ -50,6 +79,7 @@ def item_cells(item: triage.QueueItem) -> list:
         label_text(item.label),
         verdict_text(item),
         why,
+        item.fault_family,
         one_line(item.task_id, 24),
         one_line(item.agent, 12),
         one_line(item.note, 24),
@@ -62,6 +92,8 @@ class TriageScreen(DataScreen):
         Binding("p", "label('false_positive')", "False positive"),
         Binding("w", "label('needs_look')", "Needs a look"),
         Binding("e", "note", "Note"),
+        Binding("f", "focus_filter", "Filter"),
+        Binding("x", "export", "Export labels"),
         Binding("enter", "open", "Open"),
         Binding("right_square_bracket", "queue(1)", "Next queue", show=False),
         Binding("left_square_bracket", "queue(-1)", "Previous queue", show=False),
@@ -71,10 +103,18 @@ class TriageScreen(DataScreen):
         super().__init__()
         self.queue = triage.QUEUES[0]
         self.items: dict[str, triage.QueueItem] = {}
+        self.all_items: list[triage.QueueItem] = []
+        self.filter = ""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Tabs(*[Tab(QUEUE_TITLES[q], id=q) for q in triage.QUEUES], id="queues")
+        yield Input(
+            placeholder="filter: label:real model:NAME fault:FAMILY task:ID, or words",
+            id="triage-filter",
+            compact=True,
+        )
+        yield Static(id="triage-counts")
         yield DataTable(id="triage", cursor_type="row", zebra_stripes=True)
         yield Static(id="triage-detail")
         yield Footer()
@@ -91,17 +131,74 @@ class TriageScreen(DataScreen):
     @work(thread=True, exclusive=True, group="triage")
     def _fetch(self, queue: str) -> None:
         with self.app.worker_reader() as conn:
-            items = triage.queue_items(conn, queue)
-        self.deliver(self._show, queue, items)
+            queues = {q: triage.queue_items(conn, q) for q in triage.QUEUES}
+        self.deliver(self._show, queue, queues)
 
-    def _show(self, queue: str, items: list[triage.QueueItem]) -> None:
+    def _show(self, queue: str, queues: dict[str, list[triage.QueueItem]]) -> None:
         if queue != self.queue:
             return
+        tabs = self.query_one("#queues", Tabs)
+        for q, items in queues.items():
+            open_ = sum(1 for i in items if i.label is None)
+            tab = tabs.query_one(f"#{q}", Tab)
+            tab.label = f"{QUEUE_TITLES[q]} ({len(items)}, {open_} unlabelled)"
+        self.all_items = queues[queue]
+        self._filter_rows()
+        self.mark_loaded()
+
+    def _filter_rows(self) -> None:
+        items = [i for i in self.all_items if matches(i, self.filter)]
         table = self.query_one("#triage", DataTable)
         self.items = {str(i.episode_id): i for i in items}
         sync_rows(table, [(str(i.episode_id), item_cells(i)) for i in items])
+        counts: dict[str, int] = {}
+        for i in items:
+            key = LABEL_TEXT.get(i.label or "", "unlabelled")
+            counts[key] = counts.get(key, 0) + 1
+        shown = f"{len(items)} of {len(self.all_items)}" if self.filter else f"{len(items)}"
+        by_label = "  ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        families: dict[str, int] = {}
+        for i in items:
+            families[i.fault_family] = families.get(i.fault_family, 0) + 1
+        by_fault = "  ".join(f"{k} {v}" for k, v in sorted(families.items()))
+        self.query_one("#triage-counts", Static).update(
+            Text.assemble(
+                (shown, "bold"), " episodes   ", (by_label, ""), ("   fault: ", "dim"), by_fault
+            )
+            if items
+            else Text("")
+        )
         self._detail()
-        self.mark_loaded()
+
+    @on(Input.Changed, "#triage-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.filter = event.value.strip()
+        self._filter_rows()
+
+    @on(Input.Submitted, "#triage-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_one("#triage", DataTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#triage-filter", Input).focus()
+
+    def action_export(self) -> None:
+        """The labels with their reasons and paths (what `depthtui triage export` writes), to
+        a file beside the store."""
+        rows = triage.export_rows(self.app.conn)
+        if not rows:
+            self.notify("no label to export yet: r, p or w label an episode", severity="warning")
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = self.app.db_path.parent / f"triage-labels-{stamp}.json"
+        try:
+            path.write_text(triage.render_export(rows, "json"))
+        except OSError as exc:
+            self.notify(f"{path}: cannot write the export ({exc.strerror})", severity="error")
+            return
+        self.notify(f"wrote {len(rows)} label(s) to {path}", timeout=10)
 
     @on(Tabs.TabActivated, "#queues")
     def _queue_changed(self, event: Tabs.TabActivated) -> None:
@@ -109,7 +206,7 @@ class TriageScreen(DataScreen):
         queue = event.tab.id or triage.QUEUES[0]
         if queue != self.queue:
             self.queue = queue
-            self.items = {}
+            self.items, self.all_items = {}, []
             self.query_one("#triage", DataTable).clear()
             self.load()
 
@@ -131,7 +228,12 @@ class TriageScreen(DataScreen):
         item = self._current()
         detail = self.query_one("#triage-detail", Static)
         if item is None:
-            detail.update(Text("this queue is empty", style="dim"))
+            if self.all_items and self.filter:
+                detail.update(Text(f"nothing matches '{self.filter}'", style="dim"))
+            else:
+                detail.update(
+                    Text(f"This queue is empty. It holds {QUEUE_HOLDS[self.queue]}.", style="dim")
+                )
             return
         text = Text.assemble(
             (f"episode {item.episode_id}", "bold"), "  ", label_text(item.label), "  ",
@@ -179,6 +281,8 @@ class TriageScreen(DataScreen):
     def _update_item(self, item: triage.QueueItem, label: str, note: str) -> None:
         key = str(item.episode_id)
         self.items[key] = replace(item, label=label, note=note)
+        self.all_items = [self.items[key] if i.episode_id == item.episode_id else i
+                          for i in self.all_items]  # fmt: skip
         table = self.query_one("#triage", DataTable)
         table.update_cell(key, "label", label_text(label))
         table.update_cell(key, "note", one_line(note, 24))

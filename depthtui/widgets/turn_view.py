@@ -17,8 +17,10 @@ from textual.widgets import Collapsible, Static
 
 from depthtui.widgets.diff_view import events_view
 from depthtui.widgets.sanitize import ansi_text, block, safe_text
+from depthtui.widgets.verdict_strip import failure_lines
 from store.views import (
     CallInfo,
+    CollateralSite,
     EpisodeInfo,
     FaultInfo,
     OracleEvent,
@@ -48,6 +50,7 @@ class Verdict:
     fault: FaultInfo | None
     final_events: tuple[OracleEvent, ...]
     replayed: EpisodeInfo | None = None  # the episode a replay re-executed
+    collateral: CollateralSite | None = None  # where collateral damage latched first
 
 
 def _flag(value: int | None, yes: str = "yes", no: str = "no") -> Text:
@@ -161,14 +164,6 @@ def calls_view(calls: tuple[CallInfo, ...], selected: int) -> RenderableType:
 
 def _said(passed: int | None) -> str:
     return {1: "passed", 0: "failed"}.get(passed, "had no verdict")  # type: ignore[arg-type]
-
-
-def failure_lines(message: str, most: int = 3) -> list[str]:
-    """The lines of a test's failure that say what went wrong: pytest's `E ` lines, else the
-    last line."""
-    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
-    wanted = [line for line in lines if line.lstrip().startswith("E ")]
-    return (wanted or lines[-1:])[:most]
 
 
 def tests_view(tests: tuple[TestOutcome, ...]) -> RenderableType:
