@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# syrupy's own fixture, held here so that no other file's fixture of the same name (a Docker
+# snapshot in tests/fixtures_verify.py, registered for the session by pytest_plugins) replaces
+# it for these tests, whatever order the files are collected in.
+from syrupy import snapshot  # noqa: F401
+
 from depthtui.app import DepthApp
 from depthtui.widgets.messages import OpenEpisode, OpenTask
 from store import views
