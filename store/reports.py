@@ -106,7 +106,8 @@ def repeat_runs(conn: sqlite3.Connection, modes: tuple[str, ...]) -> list[dict]:
         "e.mode, e.attempt, "
         "json_extract(e.spec_json, '$.model.sampling.temperature') AS temperature "
         "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
-        f"WHERE e.status = 'done' AND e.error_kind IS NULL AND e.mode IN ({marks}) "
+        "WHERE e.status = 'done' AND e.outcome IN ('pass', 'fail', 'agent_error') "
+        f"AND e.mode IN ({marks}) "
         "AND json_extract(e.spec_json, '$.model.kind') = 'chat' ORDER BY e.id",
         modes,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from store import vocab
 from store.db import Store, now
 from store.views import outcome
 
@@ -92,8 +93,8 @@ def _collateral_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
 def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
     reasons: dict[int, list[str]] = {}
     for ep, family in conn.execute(
-        "SELECT id, fault_family FROM episodes WHERE fault_cleared = 0 "
-        "AND (complete = 1 OR passed = 1) AND mode != 'validate' ORDER BY id"
+        "SELECT id, fault_family FROM episodes WHERE fault_cleared = 0 AND status = 'done' "
+        "AND outcome = 'pass' AND mode != 'validate' ORDER BY id"
     ):
         reasons.setdefault(ep, []).append(f"tests passed while the {family} fault was not cleared")
     # One representative per task and agent: the latest passing run on a task whose grader
@@ -110,20 +111,26 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
         reasons.setdefault(ep, []).append(
             f"the contract says the grader accepts mutated output ({runs} passing run(s))"
         )
-    for ep, original, replay_passed, original_passed in conn.execute(
+    for ep, original, replay_outcome, original_outcome in conn.execute(
         f"""
-        SELECT r.id, o.id, r.passed, o.passed FROM episodes r
+        SELECT r.id, o.id, r.outcome, o.outcome FROM episodes r
         JOIN episodes o ON o.id = json_extract(r.spec_json, '$.{REPLAY_OF}')
         WHERE r.mode = 'replay' AND r.status = 'done'
-          AND coalesce(r.passed, -1) != coalesce(o.passed, -1)
         """
     ):
-        said = {1: "passed", 0: "failed", None: "had no verdict"}
+        if vocab.replay_agrees(replay_outcome, original_outcome) is not False:
+            continue  # agrees, or the replay errored and says nothing about the verdict
         reasons.setdefault(ep, []).append(
-            f"replay of episode {original} {said.get(replay_passed)}; the original "
-            f"{said.get(original_passed)}"
+            f"replay of episode {original} {_said(replay_outcome)}; the original "
+            f"{_said(original_outcome)}"
         )
     return reasons
+
+
+def _said(run_outcome: str | None) -> str:
+    if run_outcome == vocab.PASS:
+        return "passed"
+    return "failed" if vocab.in_rates(run_outcome) else "had no verdict"
 
 
 def queue_items(conn: sqlite3.Connection, queue: str) -> list[QueueItem]:

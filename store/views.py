@@ -480,7 +480,7 @@ def job_episode_counts(conn: sqlite3.Connection, job_ids: list[int]) -> dict[int
         chunk = job_ids[start : start + 500]
         for job_id, done, running, errors in conn.execute(
             "SELECT job_id, sum(status = 'done'), sum(status = 'running'), "
-            "sum(status = 'done' AND error_kind IS NOT NULL) FROM episodes "
+            "sum(status = 'done' AND outcome IN ('infra_error', 'task_broken')) FROM episodes "
             f"WHERE job_id IN ({','.join('?' * len(chunk))}) GROUP BY job_id",
             chunk,
         ):

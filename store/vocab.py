@@ -31,6 +31,7 @@ AGENT_KINDS = frozenset(
         "forged_record",  # a record signed with a wrong key, or two records
         "collection_error",  # the tests do not collect in the agent's state (they do without it)
         "no_reward",  # test.sh wrote no reward in the agent's state
+        "no_test_record",  # test.sh's pytest left no record in the agent's state (it did without)
         "setup_after_agent",  # a later segment's setup or healthcheck failed in the agent's state
     }
 )
@@ -50,6 +51,7 @@ TASK_CODES = frozenset(
         "collection_error",  # kept as "verifier" only when the tests fail without the agent too
         "pytest_exit",
         "no_reward",  # kept as "verifier" only when test.sh writes none without the agent too
+        "no_test_record",  # likewise, when its pytest leaves no record without the agent too
     }
 )
 # Verifier codes whose cause is the agent's state, and the agent kind each becomes.
@@ -89,6 +91,15 @@ def in_rates(outcome: str | None) -> bool:
 
 def passed(outcome: str | None) -> bool:
     return outcome == PASS
+
+
+def replay_agrees(replay: str | None, original: str | None) -> bool | None:
+    """Whether a replay's verdict agrees with its original's: both pass, or neither does. None
+    when the replay says nothing about the verdict (it did not count: infrastructure, a broken
+    task, or it is not done)."""
+    if not in_rates(replay):
+        return None
+    return (replay == PASS) == (original == PASS)
 
 
 def label(outcome: str | None, error_kind: str | None = None) -> str:

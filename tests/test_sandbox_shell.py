@@ -231,3 +231,17 @@ def test_exit_code_arrives_while_the_shell_stdout_is_redirected(sb: DockerSandbo
     assert sb.run("echo back").output == b"back\n"
     # (the file also holds that command's spent stdout mark: where its output stopped)
     assert sb.run("cat /tmp/redirected.txt; rm /tmp/redirected.txt").output.startswith(b"hidden\n")
+
+
+def test_a_child_that_makes_the_shell_stdout_nonblocking_loses_no_output(sb: DockerSandbox) -> None:
+    # Node and other runtimes set O_NONBLOCK on an inherited pipe and leave it so: the pipe is
+    # still the shell's own stream (its inode), so every later command's output arrives whole.
+    r = sb.run(
+        "python3 -c 'import fcntl, os; "
+        "fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)'",
+        timeout=10,
+    )
+    assert r.exit_code == 0 and not r.shell_restarted
+    for _ in range(3):
+        r = sb.run("seq 1 2000 | tail -n 2; echo end", timeout=10)
+        assert r.output == b"1999\n2000\nend\n" and not r.shell_restarted and r.exit_code == 0

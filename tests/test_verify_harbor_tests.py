@@ -155,7 +155,7 @@ def test_a_reward_no_test_stands_behind_is_a_verifier_error(answer, write_tests,
         }
     )
     v = run_harbor_verifier(spec(answer("{}"), tests), toolchain=toolchain)
-    assert (v.error_kind, v.error_code, v.passed) == ("verifier", "empty_inventory", False)
+    assert (v.error_kind, v.error_code, v.passed) == ("verifier", "no_test_record", False)
     assert "no pytest run left a record" in (v.error_detail or "")
 
 

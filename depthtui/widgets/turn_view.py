@@ -18,6 +18,7 @@ from textual.widgets import Collapsible, Static
 from depthtui.widgets.diff_view import events_view
 from depthtui.widgets.sanitize import ansi_text, block, safe_text
 from depthtui.widgets.verdict_strip import failure_lines
+from store import vocab
 from store.views import (
     CallInfo,
     CollateralSite,
@@ -217,12 +218,16 @@ def verdict_view(ep: EpisodeInfo, verdict: Verdict) -> RenderableType:
         )
     original = verdict.replayed
     if original is not None:
-        agree = bool(original.passed) == bool(ep.passed) and not ep.error_kind
+        agree = vocab.replay_agrees(ep.run_outcome, original.run_outcome)
         summary.add_row(
             "replay of",
             Text.assemble(
                 f"episode {original.id}, which {_said(original.passed)}: ",
-                ("agrees", "green") if agree else ("DISAGREES", "bold red"),
+                ("agrees", "green")
+                if agree
+                else ("DISAGREES", "bold red")
+                if agree is False
+                else ("says nothing (the replay did not count)", "magenta"),
             ),
         )
     parts: list[RenderableType] = [Text("Verdict", style="bold underline"), summary]

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from engine.cache import build_log_dir, cache_dir
 from engine.protocol.execute import RECORDS, EpisodeBody, EpisodeWork, Recorder, apply_record
 from engine.protocol.kinds import ProgressEvent
 
@@ -40,7 +41,8 @@ DOCKER_RESOURCE = "docker"
 PUMP_S = 0.05  # how often the driver drains an episode's records while it runs
 STOP_POLL_S = 0.5  # how often a node asks the hub whether the driver wants the episode stopped
 HUB_TIMEOUT_S = 30.0  # a hub that does not answer this long counts as a lost driver
-TASK_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "depthtui"
+# Settings the driver was started with that every node must share: image tags depend on them.
+SHARED_SETTINGS = ("DEPTHTUI_BUILD_PROXY",)
 
 
 class RayUnavailable(RuntimeError):
@@ -200,11 +202,11 @@ class RayExecutor:
 
 
 def key_environment(work: EpisodeWork) -> dict[str, str]:
-    """The environment variables the episode's model needs (the one its entry names for the
-    key), copied from the driver's environment; empty when it names none or it is not set."""
-    name = work.model.api_key_env
-    value = os.environ.get(name) if name else None
-    return {name: value} if name and value else {}
+    """The environment variables the episode needs on its node, copied from the driver's
+    environment: the one the model's entry names for the key, and the driver's settings that
+    decide what a node builds (SHARED_SETTINGS); each only when it is set."""
+    names = [work.model.api_key_env, *SHARED_SETTINGS]
+    return {name: os.environ[name] for name in names if name and os.environ.get(name)}
 
 
 def _remove_container(container_id: str | None) -> None:
@@ -300,17 +302,18 @@ def _run_on_node(work: EpisodeWork, archive: list[Any], hub: Any, key: str) -> E
     forwarder = _Forwarder(hub, key)
     forwarder.send(("node", "", (ray.get_runtime_context().get_node_id(),), {}))
     task = node_task(work.task, lambda: ray.get(archive[0]))
-    log_dir = work.log_dir if work.log_dir.parent.is_dir() else TASK_CACHE / "build-logs"
+    log_dir = work.log_dir if work.log_dir.parent.is_dir() else build_log_dir()
     work = replace(work, task=task, log_dir=log_dir)
     body = execute_episode(work, forwarder, forwarder.should_stop, forwarder.progress)  # type: ignore[arg-type]
     forwarder.flush()
     return body
 
 
-def node_task(task: Any, fetch: Callable[[], bytes], cache: Path = TASK_CACHE) -> Any:
+def node_task(task: Any, fetch: Callable[[], bytes], cache: Path | None = None) -> Any:
     """The task as this node sees it: the driver's folder when the node has it with the same
     content hash (one machine, a shared file system), else the driver's copy unpacked into the
     node's cache under its content hash."""
+    cache = cache if cache is not None else cache_dir()
     from engine.tasks.loader import load_task
     from engine.tasks.model import TaskError
 

@@ -677,7 +677,9 @@ class _Runner:
                     return self.sandbox.snapshot()
             kind, reason = over
             self._event("warning", detail=reason)
-            return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason)
+            # A reward-only test.sh still reads 0 of 1 (no per-test results).
+            per_test = self.task.verifier_kind == "pytest"
+            return Grade(False, {"reward": 0.0}, 0, 0, [], reason, kind, reason, per_test=per_test)
 
     def _final_check(self) -> None:
         self._event("final_check")

@@ -76,8 +76,8 @@ def run_unit(unit: UnitContext, episode: str) -> UnitResult:
         "replay": result.episode_id,
         "original_passed": bool(original["passed"]),
         "replay_passed": result.passed,
-        # The same outcome, and one that is the model's (an agent error agrees with one).
-        "agree": result.outcome == original["outcome"] and vocab.in_rates(result.outcome),
+        # Both pass or neither does, on a replay that counts (store/vocab.py).
+        "agree": vocab.replay_agrees(result.outcome, original["outcome"]) is True,
         "original_outcome": original["outcome"],
         "replay_outcome": result.outcome,
         "same_outputs": sum(a == b for a, b in zip(before, after, strict=False)),

@@ -118,12 +118,12 @@ __depthtui_end() {
     IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
     if [[ ${#__dt_n} != NONCE_CHARS ]]; then
         : # the shell's input is gone (the command closed it): no mark, the shell is ending
-    elif [[ -n $__dt_out && ${__dt_fi-} == "$__dt_out" ]]; then
+    elif [[ -n $__dt_out && ${__dt_fi-} == *"$__dt_out"$'\n'* ]]; then
         \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
     else
         \builtin printf '\036%s\037' "$__dt_n"
-        # Where that stdout mark went: u unknown (it may still come), c the shell's stdout is
-        # closed, r it is redirected (the mark is in the file; the agent may restore it).
+        # Where that stdout mark went: c the shell's stdout is closed; r it is another file
+        # (which may still lead back to us, as `exec > >(tee log)` does); u unknown.
         if [[ -z $__dt_out ]]; then __dt_s=u; elif [[ -e /proc/$$/fd/1 ]]; then __dt_s=r
         else __dt_s=c; fi
         \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
@@ -141,7 +141,9 @@ __depthtui_after() {
 }
 __dt_loop='LOOP'
 IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
-case $__dt_out in *ino:*) ;; *) __dt_out= ;; esac
+# Only the pipe's inode says which stream it is: its flags change when a child sets O_NONBLOCK.
+case $__dt_out in *ino:*) __dt_out=${__dt_out#*ino:}; __dt_out="ino:${__dt_out%%$'\n'*}" ;;
+    *) __dt_out= ;; esac
 __dt_base=
 case FRESH in 1) __dt_base=(/proc/[1-9]*); __dt_base="${__dt_base[*]}" ;; esac
 \builtin readonly -f __depthtui_begin __depthtui_status __depthtui_end __depthtui_after
@@ -194,6 +196,7 @@ class _Outcome:
         self.last_pid: int | None = None  # the newest pid when the command began
         self.err_lost = False  # the stdout mark came and the stderr mark never did
         self.out_closed = False  # the command closed the shell's own stdout (`exec 1>&-`)
+        self.out_elsewhere = False  # the shell's stdout is another file the command chose
         self.quiet = False  # no process newer than the shell was left when it ended
 
     @property
@@ -263,9 +266,11 @@ class _Outcome:
             return
         code, where, cwd = bytes(self._err[at + len(self.err_mark) : end]).split(b" ", 2)
         self._finish(code, cwd)
-        if where in (b"c", b"r"):  # the stdout mark cannot come on our stream: no lag to wait
-            self.out_done = True
-            self.out_closed = where == b"c"
+        if where == b"c":  # the stdout mark cannot come: no lag to wait
+            self.out_done = self.out_closed = True
+        # Redirected: the mark may still come through whatever stdout now is; if it does not,
+        # the agent sent its stdout elsewhere on purpose and can restore it (`exec >&7`).
+        self.out_elsewhere = where == b"r"
 
 
 class PersistentShell:
@@ -423,7 +428,9 @@ class PersistentShell:
         elif (
             outcome.err_lost
             or outcome.out_closed
-            or (outcome.exit_code is not None and not outcome.out_done)
+            or (
+                outcome.exit_code is not None and not outcome.out_done and not outcome.out_elsewhere
+            )
         ):
             # The shell's own stdout or stderr no longer reaches us (`exec 1>&-`, or stdout
             # redirected where we cannot tell): every later command would come back empty or

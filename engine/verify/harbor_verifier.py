@@ -263,7 +263,9 @@ def _with_tests(
         if not verdict.ok or not verdict.passed:
             return verdict
         why = "no pytest run left a record" if not records else "pytest ran no test"
-        failed = _error("empty_inventory", f"test.sh runs pytest, yet {why}")
+        # The agent's state can cause this (a test.sh that reads what the agent left): the
+        # episode runs the tests without the agent to tell whose it is (verify/outcome.py).
+        failed = _error("no_test_record", f"test.sh runs pytest, yet {why}")
         return replace(failed, **{k: getattr(verdict, k) for k in _KEPT})
     return replace(
         verdict,

@@ -18,7 +18,9 @@ from store import vocab
 
 # Verifier codes that may be the task's own files or the agent's state: the tests are run once
 # more without the agent to tell which.
-AMBIGUOUS_CODES = frozenset({"collection_error", "pytest_exit", "no_reward"})
+AMBIGUOUS_CODES = frozenset({"collection_error", "pytest_exit", "no_reward", "no_test_record"})
+# The agent kind an ambiguous code becomes when the tests run without the agent.
+AGENT_KIND_OF = {"no_reward": "no_reward", "no_test_record": "no_test_record"}
 # A collection error that names a missing import is what the agent had to write (the tests
 # import its module): without the agent it fails so too, and that is no broken task.
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
@@ -117,5 +119,5 @@ def blame(
             return "infrastructure", f"{error_detail}; the run without the agent failed: {why}"
         if vocab.verifier_code(why) in AMBIGUOUS_CODES and not any(e in why for e in IMPORT_ERRORS):
             return error_kind, f"{error_detail} [the tests fail so without the agent too]"
-        return ("no_reward" if code == "no_reward" else "collection_error"), error_detail
+        return AGENT_KIND_OF.get(code, "collection_error"), error_detail
     return error_kind, error_detail
