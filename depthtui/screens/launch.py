@@ -37,6 +37,7 @@ from engine.jobs.params import (
     MeasureParams,
     ValidateParams,
 )
+from engine.protocol.ladder import SEARCHES
 from store import jobs, views
 
 FAULT_CHOICES = ("clean", "perm_denied", "moved_input", "blocking_fifo")
@@ -46,6 +47,7 @@ ROWS = {
     "row-models": (FreeParams, MeasureParams, EpisodesParams),
     "row-caps": (MeasureParams,),
     "row-fault": (MeasureParams,),
+    "row-search": (MeasureParams,),
     "row-faults": (EpisodesParams,),
     "row-attempts": (FreeParams, EpisodesParams),
     "row-prompt": (FreeParams, MeasureParams, EpisodesParams),
@@ -152,6 +154,12 @@ class LaunchScreen(Screen[None]):
                 Select(faults, value="clean", allow_blank=False, id="fault"),
                 row_id="row-fault",
             )
+            searches = [(name, name) for name in SEARCHES]
+            yield _row(
+                "--search",
+                Select(searches, value="protocol", allow_blank=False, id="search"),
+                row_id="row-search",
+            )
             arms = [(f, f, f == "clean") for f in FAULT_CHOICES]
             yield _row("--faults", SelectionList[str](*arms, id="faults"), row_id="row-faults")
             yield _row("--attempts", Input(value="2", id="attempts"), row_id="row-attempts")
@@ -251,6 +259,7 @@ class LaunchScreen(Screen[None]):
                 "caps": None if caps == views.CAPS else caps,  # the CLI's default: every cap
                 "prompt": prompts[0] if prompts else "",
                 "fault": None if fault == "clean" else fault,
+                "search": str(self.query_one("#search", Select).value),
             }
         elif issubclass(cls, EpisodesParams):
             selected = self.query_one("#faults", SelectionList).selected
@@ -324,8 +333,12 @@ class LaunchScreen(Screen[None]):
         if problems:
             self.notify("\n".join(problems), severity="error")
             return
+        from engine.protocol.common import repeat_warnings
+
         job_id = jobs.submit_job(self.app.writer, params.KIND, params.to_json(), self.cli(params))
         self.app.notify(f"job #{job_id} queued: {params.KIND} on {len(params.tasks)} task(s)")
+        for warning in repeat_warnings(params.KIND, params.to_json()):  # as the CLI warns
+            self.app.notify(warning, severity="warning")
         self.app.hand_to_engine(job_id, params.workers)
         self.app.pop_screen()
         self.app.show_job(job_id)
