@@ -3,14 +3,16 @@ loopback, the `depthtui` command as a user runs it.
 
 The scripted model `fixer` solves demo/error-count in one reply, and when a command comes back
 with "Permission denied" it makes the log readable and solves again in its next reply. Hand
-computation (a turn is one model reply; the final "done" reply counts):
+computation (a turn is one model reply with commands; the closing "done" reply is recorded and
+not counted, docs/work-and-turns.md):
 
-clean:        solve, done = 2 turns -> N = 2; cap 1 passes (solve) -> D = 1.
-perm_denied:  solve (denied), chmod + solve, done = 3 turns -> N = 3; cap 1 fails twice
-              (only the denied try), cap 2 passes -> D = 2. The fault adds 1 turn.
+clean:        solve = 1 turn -> N = 1; no cap lies below N -> D = 1.
+perm_denied:  solve (denied), chmod + solve = 2 turns -> N = 2; cap 1 fails twice (only the
+              denied try) -> D = 2, the next cap, which N already shows passing. The fault adds
+              1 turn.
 
-The audit runs the same protocol with the built-in oracle: one call, then done -> N = 2, D = 1;
-a multi-segment task is refused with the reason.
+The audit runs the same protocol with the built-in oracle: one call -> N = 1, D = 1; a
+multi-segment task is refused with the reason.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ def test_clean_and_faulted_ladders_give_the_hand_computed_depths(measured) -> No
         r["protocol"]: (r["n_turns"], r["estimate"], r["finished"])
         for r in rows(db, "SELECT * FROM estimates WHERE task_id = ? AND model = ''", (EC,))
     }
-    assert summary["ladder"] == (2, 1, 1)
-    assert summary["ladder+perm_denied"] == (3, 2, 1)
+    assert summary["ladder"] == (1, 1, 1)
+    assert summary["ladder+perm_denied"] == (2, 2, 1)
     faulted_runs = rows(
         db,
         "SELECT cap, passed, fault_family FROM episodes WHERE mode = 'ladder' "
@@ -112,7 +114,6 @@ def test_clean_and_faulted_ladders_give_the_hand_computed_depths(measured) -> No
         (None, 1),
         (1, 0),
         (1, 0),
-        (2, 1),
     ]
     records = rows(
         db,
@@ -131,8 +132,11 @@ def test_the_report_says_how_many_turns_the_fault_adds(measured) -> None:
             "task": EC,
             "fault": "perm_denied",
             "D_clean": 1,
+            "D_clean_display": "1",
             "D_fault": 2,
+            "D_fault_display": "2",
             "added_turns": 1,
+            "added_turns_display": "1",
             "finished": True,
         }
     ]
@@ -148,6 +152,6 @@ def test_the_audit_measures_single_instruction_tasks_and_refuses_others(measured
         "AND model = '' AND task_id = ?",
         (EC,),
     )
-    assert (row["n_turns"], row["estimate"], row["finished"]) == (2, 1, 1)
+    assert (row["n_turns"], row["estimate"], row["finished"]) == (1, 1, 1)
     by_id = {t["id"]: t for t in report.json()["tasks"]}
-    assert by_id[EC]["D"] == 1 and by_id[EC]["N"] == 2
+    assert by_id[EC]["D"] == 1 and by_id[EC]["N"] == 1

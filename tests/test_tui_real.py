@@ -248,9 +248,10 @@ def test_a_failed_segment_says_why_in_the_strip_and_the_conversation_is_as_sent(
     conn = open_reader(real_db)
     ep = views.episode(conn, real_store.stopped)  # batch-pipeline: segment 2 failed
     segments = views.segment_runs(conn, ep.id)
-    prompt_text, user_messages = conn.execute(
+    prompt_text, user_messages, replies = conn.execute(
         "SELECT prompt_text, (SELECT group_concat(user_message, char(0)) FROM segment_runs "
-        "WHERE episode_id = e.id) FROM episodes e WHERE id = ?",
+        "WHERE episode_id = e.id), (SELECT count(*) FROM turns WHERE episode_id = e.id) "
+        "FROM episodes e WHERE id = ?",
         (ep.id,),
     ).fetchone()
     conn.close()
@@ -275,7 +276,8 @@ def test_a_failed_segment_says_why_in_the_strip_and_the_conversation_is_as_sent(
         assert "exactly as sent" in tui.text(app)
         roles = [m.role for m in talk.messages]
         assert talk.messages[0].role == "system" and talk.messages[0].text == prompt_text.strip()
-        assert roles.count("assistant") == ep.turns
+        # every reply as sent, closing replies too (they are recorded, not counted as turns)
+        assert roles.count("assistant") == replies > ep.turns
         sent = [m.text for m in talk.messages if m.role == "user"]
         assert sent == [m.strip() for m in user_messages.split("\0")]  # every segment's message
         assert roles.count("tool") >= ep.calls - 1  # each command's result went back
@@ -444,6 +446,9 @@ def test_search_finds_the_forged_command_and_opens_its_turn(
         assert await tui.until(pilot, lambda: turn in replay.hits)
         # input with no word in it is matched as written: `>>` finds the scribbling command
         await pilot.press("escape")
+        await tui.settle(pilot)
+        assert app.screen is screen and screen.focused is not box  # back on the hits, not typing
+        box.focus()
         box.value = ">>"
         await pilot.press("enter")
         await tui.settle(pilot)
@@ -602,7 +607,9 @@ def test_launch_form_job_runs_on_the_engine_and_the_jobs_screen_shows_it(
         assert await tui.until(pilot, finished, tries=3600)  # up to 3 minutes
         table = screen.query_one("#jobs", DataTable)
         assert str(table.get_cell(str(job_id), "status")) == "done"
-        assert str(table.get_cell(str(job_id), "progress")).endswith("1/1")
+        assert str(table.get_cell(str(job_id), "tasks")).endswith("1/1")
+        # check runs the reference and the no-op: two episodes, none errored
+        assert str(table.get_cell(str(job_id), "episodes")) == "2"
         episodes = views.task_episodes(app.conn, task)
         assert {(e.agent, e.outcome) for e in episodes} == {("oracle", "pass"), ("nop", "fail")}
         # the dashboard's figures follow the store: one more task checks out
