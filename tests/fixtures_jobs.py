@@ -143,7 +143,7 @@ def _describe(params: dict[str, Any]) -> str:
     return f"toy {' '.join(params.get('units', []))}"
 
 
-TOY = JobKind(name="check", units=_units, run_unit=_run_unit, describe=_describe)
+TOY = JobKind(name="check", units=_units, run_unit=_run_unit)
 KINDS = {"check": TOY}
 
 

@@ -88,7 +88,6 @@ ORACLE = JobKind(
     name="check",
     units=lambda store, params: list(params["tasks"]),
     run_unit=_oracle_unit,
-    describe=lambda params: "depthtui bench engine",
 )
 
 

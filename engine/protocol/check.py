@@ -75,8 +75,4 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     return tally.unit(task_id, not infra, summary, "; ".join(problems))
 
 
-def describe(params: dict[str, Any]) -> str:
-    return common.cli_line("check", params, {**common.COMMON_FLAGS, "accept_risk": "--accept-risk"})
-
-
-KIND = JobKind("check", common.task_units, run_unit, describe)
+KIND = JobKind("check", common.task_units, run_unit)

@@ -4,7 +4,6 @@ parameters a job is made of."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -203,33 +202,6 @@ class Tally:
 
     def unit(self, name: str, ok: bool, summary: dict[str, Any], error: str = "") -> UnitResult:
         return UnitResult(name, ok, self.run, self.reused, self.cost, summary, error)
-
-
-def cli_line(verb: str, params: dict[str, Any], flags: dict[str, str]) -> str:
-    """The equivalent command line: `depthtui VERB TASK... --flag value ...`."""
-    parts = ["depthtui", verb, *params.get("tasks", [])]
-    for key, flag in flags.items():
-        value = params.get(key)
-        if value is None or value is False or value == [] or value == "":
-            continue
-        if value is True:
-            parts.append(flag)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                parts += [flag, str(item)]
-        else:
-            parts += [flag, str(value)]
-    return shlex.join(parts)
-
-
-COMMON_FLAGS = {
-    "workers": "--workers",
-    "max_cost": "--max-cost",
-    "reserve": "--reserve",
-    "stop_file": "--stop-file",
-    "models_file": "--models",
-    "retry_errors": "--retry-errors",
-}
 
 
 def task_units(store: Store, params: dict[str, Any]) -> list[str]:

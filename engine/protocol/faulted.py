@@ -104,24 +104,4 @@ def _set(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def describe(params: dict[str, Any]) -> str:
-    return common.cli_line(
-        "episodes",
-        params,
-        {
-            "models": "--model",
-            "faults": "--faults",
-            "attempts": "--attempts",
-            "budget": "--budget",
-            "prompts": "--prompt",
-            "planted": "--planted",
-            "max_tool_calls": "--max-tool-calls",
-            "max_completion_tokens": "--max-completion-tokens",
-            "max_total_tokens": "--max-total-tokens",
-            "accept_risk": "--accept-risk",
-            **common.COMMON_FLAGS,
-        },
-    )
-
-
-KIND = JobKind("episodes", common.task_units, run_unit, describe)
+KIND = JobKind("episodes", common.task_units, run_unit)

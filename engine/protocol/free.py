@@ -73,18 +73,4 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     return tally.unit(task_id, not errors, summary, "; ".join(errors))
 
 
-def describe(params: dict[str, Any]) -> str:
-    return common.cli_line(
-        "free",
-        params,
-        {
-            "models": "--model",
-            "attempts": "--attempts",
-            "prompt": "--prompt",
-            "accept_risk": "--accept-risk",
-            **common.COMMON_FLAGS,
-        },
-    )
-
-
-KIND = JobKind("free", common.task_units, run_unit, describe)
+KIND = JobKind("free", common.task_units, run_unit)

@@ -69,5 +69,4 @@ class JobKind:
     # The units of a job from its parameters (resolves task paths/ids; may import tasks).
     units: Callable[[Store, dict[str, Any]], list[str]]
     run_unit: Callable[[UnitContext, str], UnitResult]
-    # The equivalent command line for params (shown in the TUI's launch form and `jobs show`).
-    describe: Callable[[dict[str, Any]], str]
+    # (The equivalent command line of a job is its parameters' own: engine/jobs/params.py.)

@@ -170,28 +170,11 @@ def _write_estimates(
     )
 
 
-def _describe(kind: str, params: dict[str, Any]) -> str:
-    return common.cli_line(
-        kind,
-        params,
-        {
-            "models": "--model",
-            "caps": "--cap",
-            "prompt": "--prompt",
-            "fault": "--fault",
-            "search": "--search",
-            "accept_risk": "--accept-risk",
-            **common.COMMON_FLAGS,
-        },
-    )
-
-
 def _make(kind: str) -> JobKind:
     return JobKind(
         kind,
         common.task_units,
         lambda unit, task_id: _run_unit(kind, unit, task_id),
-        lambda params: _describe(kind, params),
     )
 
 

@@ -89,13 +89,4 @@ def run_unit(unit: UnitContext, episode: str) -> UnitResult:
     return tally.unit(episode, ok, summary, result.error_detail or "")
 
 
-def describe(params: dict[str, Any]) -> str:
-    import shlex
-
-    parts = ["depthtui", "replay", *map(str, params.get("episodes", []))]
-    if params.get("accept_risk"):
-        parts.append("--accept-risk")
-    return shlex.join(parts)
-
-
-KIND = JobKind("replay", episode_units, run_unit, describe)
+KIND = JobKind("replay", episode_units, run_unit)

@@ -463,12 +463,4 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     return audit.tally.unit(task_id, True, summary)
 
 
-def describe(params: dict[str, Any]) -> str:
-    return common.cli_line(
-        "validate",
-        params,
-        {"planted": "--planted", "accept_risk": "--accept-risk", **common.COMMON_FLAGS},
-    )
-
-
-KIND = JobKind("validate", common.task_units, run_unit, describe)
+KIND = JobKind("validate", common.task_units, run_unit)
