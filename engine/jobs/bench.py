@@ -111,7 +111,8 @@ def single_segment_tasks(tasks_dir: Path = DEMO) -> list[Any]:
     return sorted((t for t in tasks if not t.multi_segment), key=lambda t: t.id)
 
 
-def _build_images(tasks: list[Any], log_dir: Path) -> list[str]:
+def build_images(tasks: list[Any], log_dir: Path) -> list[str]:
+    """Build (or reuse) every task's image before timing; the errors, one line per task."""
     from engine.sandbox.images import build_image
 
     errors = []
@@ -214,7 +215,7 @@ def measure(progress: bool = False, *, tasks_dir: Path = DEMO, limit: int | None
     workdir = Path(tempfile.mkdtemp(prefix="depthtui-bench-"))
     floors: list[float] = []
     try:
-        build_errors = _build_images(tasks, workdir / "build-logs")
+        build_errors = build_images(tasks, workdir / "build-logs")
         say("warm-up pass (left out) ...")
         _pass(workdir, tasks, WORKERS[0], progress, "warmup")
         passes = []

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.jobs.bench import DEMO, single_segment_tasks
+from engine.jobs.bench import DEMO, build_images, single_segment_tasks
 from engine.jobs.containers import docker_problem
 from engine.jobs.owner import this_owner
 from engine.jobs.runner import run_job
@@ -122,18 +122,6 @@ def _warm(workers: int) -> None:
     ray.get([task.remote() for _ in range(workers)])
 
 
-def _build_images(tasks: list[Any], log_dir: Path) -> list[str]:
-    from engine.sandbox.images import build_image
-
-    errors = []
-    for task in tasks:
-        try:
-            build_image(task, log_dir)
-        except Exception as exc:
-            errors.append(f"{task.id}: {exc}")
-    return errors
-
-
 def measure(
     progress: bool = False,
     *,
@@ -154,7 +142,7 @@ def measure(
     workdir = Path(tempfile.mkdtemp(prefix="depthtui-bench-ray-"))
     started_ray = False
     try:
-        build_errors = _build_images(tasks, workdir / "build-logs")
+        build_errors = build_images(tasks, workdir / "build-logs")
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=False)
