@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -69,14 +70,25 @@ def test_kill_9_mid_job_then_restart_completes_exactly_the_expected_episodes(db)
         job_id = submit(store, params)
     first = spawn_engine(path, workers=2)
     procs.append(first)
-    wait_for(
-        lambda: rows(
+
+    def frozen_holding_a_container() -> bool:
+        """The engine stopped (SIGSTOP) mid-episode while a container of its is up: an episode's
+        container comes and goes between its phases, so look only while the engine is frozen
+        (a kill that lands just after an episode removed its container leaves nothing)."""
+        if not rows(
             path,
             "SELECT 1 FROM episodes WHERE status = 'running' AND container_id IS NOT NULL "
             "AND id > (SELECT min(id) FROM episodes WHERE status = 'done')",
-        ),
-        timeout=120,
-    )
+        ):
+            return False
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)  # let Docker finish a request the engine sent just before
+        if store_containers(path):
+            return True
+        first.send_signal(signal.SIGCONT)
+        return False
+
+    wait_for(frozen_holding_a_container, timeout=120, every=0.05)
     first.kill()  # SIGKILL: no cleanup of any kind
     first.wait()
     dead_owner = f"{os.uname().nodename}:{first.pid}"
