@@ -37,9 +37,9 @@ from engine.agents.scripted_server import ScriptedReply, ScriptedServer
 from engine.jobs.executor import ExecutorChoice, make_executor
 from engine.jobs.launch import stop_engines
 from engine.jobs.owner import this_owner
+from engine.jobs.params import read_params
 from engine.jobs.ray_executor import DOCKER_RESOURCE, RayExecutor
 from engine.jobs.runner import JobOutcome, run_job
-from engine.protocol.registry import get_kind
 from engine.tasks.importing import import_paths
 from store.db import Store
 from store.jobs import submit_job
@@ -98,7 +98,7 @@ def _run(db: Path, kind: str, params: dict[str, Any], executor: Any) -> JobOutco
     with Store(db) as store:
         import_paths(store, [DEMO / "error-count"])
         params = {"tasks": [EC], "workers": 1, **params}
-        job_id = submit_job(store, kind, params, get_kind(kind).describe(params))
+        job_id = submit_job(store, kind, params, read_params(kind, params).cli(store.path))
         owner = this_owner()
         job = claim_job(store, job_id, owner)
         return run_job(store, job, owner, workers=1, executor=executor)

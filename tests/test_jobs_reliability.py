@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from engine.agents.scripted_server import ScriptedServer, calls, text
+from engine.jobs.params import read_params
 from engine.protocol.common import DEFAULT_TRIES
-from engine.protocol.registry import get_kind
 from engine.tasks.importing import import_paths
 from store.db import Store
 from store.jobs import get_job, submit_job
@@ -59,7 +59,7 @@ def setup(db_path: Path):
 def submit_check(path: Path, tasks: list[str]) -> int:
     params = {"tasks": tasks}
     with Store(path) as store:
-        return submit_job(store, "check", params, get_kind("check").describe(params))
+        return submit_job(store, "check", params, read_params("check", params).cli(store.path))
 
 
 def rows(path: Path, sql: str, params: tuple = ()) -> list[dict]:
@@ -204,7 +204,7 @@ def models_file(path: Path, name: str, base_url: str, model_id: str = "m") -> Pa
 def submit_free(path: Path, task: str, model: str, models: Path) -> int:
     params = {"tasks": [task], "models": [model], "models_file": str(models), "attempts": 1}
     with Store(path) as store:
-        return submit_job(store, "free", params, get_kind("free").describe(params))
+        return submit_job(store, "free", params, read_params("free", params).cli(store.path))
 
 
 @pytest.mark.slow  # the agent's own policy waits between attempts: minutes, by design
