@@ -692,18 +692,12 @@ class _Runner:
             now_manifest = self.oracle.last
             cleared = faults.fault_cleared(plan, now_manifest)
             breaches = faults.integrity(plan, self.oracle.baseline, now_manifest, final=True)
-            # A root exec: the container thaws for it (no process of the agent is left).
-            thawed = self.sandbox.freezer.frozen
-            if thawed:
-                self.sandbox.thaw()
-            try:
+            # A root exec: the container runs for it (no process of the agent is left), however
+            # deep it is held frozen (engine/sandbox/freezer.py).
+            with contextlib.suppress(FreezeError), self.sandbox.freezer.thawed():
                 restored = faults.restore_for_grading(
                     self.sandbox, plan, self.oracle.baseline, now_manifest
                 )
-            finally:
-                if thawed:
-                    with contextlib.suppress(FreezeError):
-                        self.sandbox.freeze()
             self.rec.set_fault_record(
                 observed_call=self.oracle.observed_call,
                 cleared=cleared,

@@ -187,6 +187,23 @@ class Freezer:
                         why = f"cannot thaw {self.id[:12]}: {exc}"
                         raise SandboxError("container", why) from None
 
+    @contextmanager
+    def thawed(self) -> Iterator[None]:
+        """Running for the block however deep it is held frozen, and frozen again after: for a
+        root exec of the harness once no process of the agent is left. The lock is held, so no
+        other thread (the disk watch) freezes it under the exec."""
+        with self._lock:
+            depth = self._depth
+            if depth:
+                self._depth = 1
+                self.thaw()
+            try:
+                yield
+            finally:
+                if depth:
+                    self.freeze()
+                    self._depth = depth
+
     def release(self) -> None:
         """Thaw whatever the count says (the container is going away)."""
         with self._lock:
