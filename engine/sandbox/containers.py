@@ -490,7 +490,9 @@ class _Headroom:
     """Raises a container's pids limit for a moment (so a root exec can start beside a fork bomb)
     and puts it back. The SDK's update_container has no pids limit, so this posts it."""
 
-    EXTRA = 64
+    # Few: a fork bomb takes the extra slots as soon as they exist, so this is what the agent can
+    # hold beyond its limit; the exec needs only its runtime's own process or two.
+    EXTRA = 8
 
     def __init__(self, api: docker.APIClient, container_id: str, pids: int) -> None:
         self.api, self.id, self.pids = api, container_id, pids
