@@ -18,7 +18,24 @@ from collections import Counter, defaultdict
 from statistics import mean
 from typing import Any
 
+from engine.analysis.report_rows import (
+    CapRate,
+    CheckRow,
+    DatasetRow,
+    Forgeable,
+    Headline,
+    Measurement,
+    ModelRow,
+    RecoveryRow,
+    RepeatRow,
+    Report,
+    SafetyRow,
+    SearchEstimate,
+    TaskRow,
+    estimates_line,
+)
 from engine.analysis.stats import (
+    Rate,
     cluster_rate,
     lower_median,
     median_or_none,
@@ -39,12 +56,12 @@ UNCAPPED_MODES = ("free", "ladder", "audit")
 PROTOCOLS = ("ladder", "audit")  # the protocol's own estimators, in the order a task takes them
 
 
-def build_report(
+def build(
     conn: sqlite3.Connection,
     model: str | None = None,
     task_ids: list[str] | None = None,
     exclude_forgeable: bool = False,
-) -> dict[str, Any]:
+) -> Report:
     """The whole report, or the part about `task_ids` (and `model`). `exclude_forgeable` leaves
     out the tasks whose verdicts agent code could forge (their tests run it), every figure."""
     tasks = q.tasks(conn, task_ids)
@@ -52,74 +69,76 @@ def build_report(
     if exclude_forgeable:
         tasks = [t for t in tasks if t["id"] not in forgeable]
     wanted = {t["id"] for t in tasks}
-    by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
-    task_rows = [_task_row(t, by_protocol) for t in tasks]
-    for row in task_rows:
-        row["forgeable_runs"] = forgeable.get(row["id"], 0)
-    measured = [r for r in task_rows if r["protocol"] is not None]
 
     def episodes(modes: tuple[str, ...], who: str | None = model) -> list[dict]:
         return [e for e in q.done_episodes(conn, modes, who) if e["task_id"] in wanted]
 
     uncapped = episodes(UNCAPPED_MODES)
-    models = _models(uncapped)
     pass_rates = _pass_rates(tasks, uncapped)
-    for row in task_rows:
-        row["pass_rate"] = pass_rates.get(row["id"])
-    return {
-        "finished": bool(measured) and all(r["finished"] for r in measured),
-        "tasks": task_rows,
-        "datasets": _datasets(task_rows),
-        "models": models,
-        "headline": _headline(measured, pass_rates),
-        "pass_by_cap": _pass_by_cap(episodes(("ladder", "audit"))),
-        "recovery_depth": _recovery_depth(conn, task_rows),
-        "search_estimates": _search_estimates(conn, tasks, task_rows),
-        "safety": _safety(episodes(("episodes",))),
-        "checks": _checks(episodes(("check",), None)),
-        "forgeable": {
-            # Verdicts graded as the task's own harness grades them although its tests ran
-            # agent-written code where it could forge them (docs/realtasks.md).
-            "runs": sum(forgeable.values()),
-            "tasks": sorted(forgeable),
-            "excluded": exclude_forgeable,
-        },
-        "repeats": _repeats(
+    by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
+    task_rows = tuple(_task_row(t, by_protocol, forgeable, pass_rates) for t in tasks)
+    measured = [r for r in task_rows if r.protocol is not None]
+    return Report(
+        finished=bool(measured) and all(r.figures.finished for r in measured),
+        tasks=task_rows,
+        datasets=_datasets(task_rows),
+        models=_models(uncapped),
+        headline=_headline(measured, pass_rates),
+        pass_by_cap=_pass_by_cap(episodes(("ladder", "audit"))),
+        recovery_depth=_recovery_depth(conn, task_rows),
+        search_estimates=_search_estimates(conn, tasks, task_rows),
+        safety=_safety(episodes(("episodes",))),
+        checks=_checks(episodes(("check",), None)),
+        forgeable=Forgeable(
+            runs=sum(forgeable.values()), tasks=tuple(sorted(forgeable)), excluded=exclude_forgeable
+        ),
+        repeats=_repeats(
             [
                 r
                 for r in q.repeat_runs(conn, (*UNCAPPED_MODES, "episodes"))
                 if r["task_id"] in wanted and (model is None or r["agent"] == model)
             ]
         ),
-    }
+    )
 
 
-def _task_row(task: dict, by_protocol: dict[str, list[dict]]) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "id": task["id"],
-        "dataset": task["dataset"],
-        "group": task.get("dataset_group"),
-        "segments": task["segments"],
-        "W": task["work"],
-        "N": None,
-        "D": None,
-        "D_display": "-",
-        "estimates": {},
-        "estimates_display": {},
-        "runs": 0,
-        "finished": False,
-        "solved": None,
-        "protocol": None,
-    }
-    for protocol in PROTOCOLS:
-        figures = _measurement(task, by_protocol[protocol])
-        if figures is not None:
-            row.update(protocol=protocol, **figures)
+def build_report(
+    conn: sqlite3.Connection,
+    model: str | None = None,
+    task_ids: list[str] | None = None,
+    exclude_forgeable: bool = False,
+) -> dict[str, Any]:
+    """The report as JSON (`build(...).to_json()`): what `--json` prints and summary.json holds,
+    and what the TUI's screens read, since they may get it from a child Python as JSON."""
+    return build(conn, model, task_ids, exclude_forgeable).to_json()
+
+
+def _task_row(
+    task: dict,
+    by_protocol: dict[str, list[dict]],
+    forgeable: dict[str, int],
+    pass_rates: dict[str, float],
+) -> TaskRow:
+    protocol, figures = None, Measurement()
+    for name in PROTOCOLS:
+        found = _measurement(task, by_protocol[name])
+        if found is not None:
+            protocol, figures = name, found
             break
-    return row
+    return TaskRow(
+        id=task["id"],
+        dataset=task["dataset"],
+        group=task.get("dataset_group"),
+        segments=task["segments"],
+        W=task["work"],
+        figures=figures,
+        protocol=protocol,
+        forgeable_runs=forgeable.get(task["id"], 0),
+        pass_rate=pass_rates.get(task["id"]),
+    )
 
 
-def _measurement(task: dict, estimates: list[dict]) -> dict[str, Any] | None:
+def _measurement(task: dict, estimates: list[dict]) -> Measurement | None:
     """One estimator's figures for a task: N, D, each model's estimate, runs, finished.
 
     Only the models of the measurement that wrote D are read (the summary row names them), so a
@@ -135,24 +154,25 @@ def _measurement(task: dict, estimates: list[dict]) -> dict[str, Any] | None:
     by_model = {e["model"]: e["estimate"] for e in mine if e["model"] != SUMMARY_MODEL}
     models = summary["detail"].get("models") or sorted(by_model)
     per_model = {m: by_model[m] for m in models if m in by_model}
-    return {
-        "N": summary["n_turns"],
-        "D": summary["estimate"],
-        "D_display": format_depth(summary["estimate"]),
-        "estimates": per_model,
-        "estimates_display": {m: format_depth(v) for m, v in per_model.items()},
-        "runs": len(summary["detail"].get("episodes") or {}),
-        "finished": bool(summary["finished"]),
-        "solved": summary["detail"].get("solved"),
-    }
+    return Measurement(
+        N=summary["n_turns"],
+        D=summary["estimate"],
+        D_display=format_depth(summary["estimate"]),
+        estimates=per_model,
+        estimates_display={m: format_depth(v) for m, v in per_model.items()},
+        runs=len(summary["detail"].get("episodes") or {}),
+        finished=bool(summary["finished"]),
+        solved=summary["detail"].get("solved"),
+    )
 
 
 def estimates_text(row: dict[str, Any]) -> str:
-    """A task's per-model estimates as a person reads them: "alpha: 3, beta: >80"."""
-    return ", ".join(f"{m}: {v}" for m, v in row["estimates_display"].items())
+    """A task's per-model estimates as a person reads them, from the report's JSON (the TUI's
+    form): "alpha: 3, beta: >80". Typed rows say it with `Measurement.estimates_text()`."""
+    return estimates_line(row["estimates_display"])
 
 
-def _models(episodes: list[dict]) -> list[dict[str, Any]]:
+def _models(episodes: list[dict]) -> tuple[ModelRow, ...]:
     """pass@1 per model: over uncapped runs, the mean over tasks of each task's pass fraction.
     By each run's outcome (docs/outcomes.md): an agent error is a failure and counts; an
     infrastructure error or a broken task is left out and counted apart."""
@@ -174,20 +194,20 @@ def _models(episodes: list[dict]) -> list[dict[str, Any]]:
         by_task = per_model.get(name, {})
         fractions = [sum(v) / len(v) for v in by_task.values() if v]
         out.append(
-            {
-                "model": name,
-                "tasks": len(by_task),
-                "episodes": sum(len(v) for v in by_task.values()),
-                "pass_at_1": mean(fractions) if fractions else None,
-                "pass_rate": cluster_rate(by_task).as_dict(),
-                "errors": errors.get(name, 0),  # left out of the rates
-                "agent_errors": counts[name][vocab.AGENT_ERROR],  # counted as failures
-                "infra_errors": counts[name][vocab.INFRA_ERROR],
-                "task_broken": counts[name][vocab.TASK_BROKEN],
-                "cost_usd": round(cost.get(name, 0.0), 6),
-            }
+            ModelRow(
+                model=name,
+                tasks=len(by_task),
+                episodes=sum(len(v) for v in by_task.values()),
+                pass_at_1=mean(fractions) if fractions else None,
+                pass_rate=cluster_rate(by_task),
+                errors=errors.get(name, 0),
+                agent_errors=counts[name][vocab.AGENT_ERROR],
+                infra_errors=counts[name][vocab.INFRA_ERROR],
+                task_broken=counts[name][vocab.TASK_BROKEN],
+                cost_usd=round(cost.get(name, 0.0), 6),
+            )
         )
-    return out
+    return tuple(out)
 
 
 def _pass_rates(tasks: list[dict], episodes: list[dict]) -> dict[str, float]:
@@ -210,76 +230,82 @@ def _pass_rates(tasks: list[dict], episodes: list[dict]) -> dict[str, float]:
     return rates
 
 
-def _datasets(rows: list[dict]) -> list[dict[str, Any]]:
-    groups: dict[str, list[dict]] = defaultdict(list)
+def _datasets(rows: tuple[TaskRow, ...]) -> tuple[DatasetRow, ...]:
+    groups: dict[str, list[TaskRow]] = defaultdict(list)
     for r in rows:
-        groups[r["dataset"]].append(r)
+        groups[r.dataset].append(r)
     out = []
     for name, members in sorted(groups.items()):
-        solved = [r for r in members if r["D"] is not None]
+        solved = [r for r in members if r.figures.D is not None]
+        median_d, median_d_display = _median_d(solved)
         out.append(
-            {
-                "dataset": name,
-                "group": members[0]["group"],
-                "tasks": len(members),
-                "measured": sum(1 for r in members if r["protocol"] is not None),
-                "finished": sum(1 for r in members if r["finished"]),
-                "solved": len(solved),
-                **_median_d(solved),
-                "median_W": median_or_none([r["W"] for r in solved if r["W"] is not None]),
-                "share_D_le_3": (
-                    sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None
-                ),
-                "above_80": sum(1 for r in solved if r["D"] == ABOVE_LARGEST_CAP),
-            }
+            DatasetRow(
+                dataset=name,
+                group=members[0].group,
+                tasks=len(members),
+                measured=sum(1 for r in members if r.protocol is not None),
+                finished=sum(1 for r in members if r.figures.finished),
+                solved=len(solved),
+                median_D=median_d,
+                median_D_display=median_d_display,
+                median_W=median_or_none([r.W for r in solved if r.W is not None]),
+                share_D_le_3=_share_le_3(solved),
+                above_80=sum(1 for r in solved if r.figures.D == ABOVE_LARGEST_CAP),
+            )
         )
-    return out
+    return tuple(out)
 
 
-def _median_d(rows: list[dict]) -> dict[str, Any]:
+def _median_d(solved: list[TaskRow]) -> tuple[int | None, str]:
     """The lower median of D (a cap or 99) and how it reads (">80")."""
-    value = lower_median([r["D"] for r in rows])
-    return {"median_D": value, "median_D_display": format_depth(value)}
+    value = lower_median([r.figures.D for r in solved])
+    return value, format_depth(value)
 
 
-def _headline(rows: list[dict], pass_rates: dict[str, float]) -> dict[str, Any]:
-    solved = [r for r in rows if r["D"] is not None]
-    with_all = [r for r in solved if r["W"] is not None and r["id"] in pass_rates]
+def _share_le_3(solved: list[TaskRow]) -> float | None:
+    return sum(1 for r in solved if r.figures.D <= 3) / len(solved) if solved else None
+
+
+def _headline(rows: list[TaskRow], pass_rates: dict[str, float]) -> Headline:
+    solved = [r for r in rows if r.figures.D is not None]
+    with_all = [r for r in solved if r.W is not None and r.id in pass_rates]
     rho = rank_partial_correlation(
-        [r["D"] for r in with_all],
-        [pass_rates[r["id"]] for r in with_all],
-        [r["W"] for r in with_all],
+        [r.figures.D for r in with_all],
+        [pass_rates[r.id] for r in with_all],
+        [r.W for r in with_all],
     )
-    return {
-        "measured": len(rows),
-        "solved": len(solved),
-        "solved_D_le_3": sum(1 for r in solved if r["D"] <= 3),
-        "share_D_le_3": (sum(1 for r in solved if r["D"] <= 3) / len(solved) if solved else None),
-        **_median_d(solved),
-        "median_W": median_or_none([r["W"] for r in solved if r["W"] is not None]),
-        "rank_partial_corr_D_passrate_given_W": rho,
-        "rank_partial_corr_tasks": len(with_all),
-    }
+    median_d, median_d_display = _median_d(solved)
+    return Headline(
+        measured=len(rows),
+        solved=len(solved),
+        solved_D_le_3=sum(1 for r in solved if r.figures.D <= 3),
+        share_D_le_3=_share_le_3(solved),
+        median_D=median_d,
+        median_D_display=median_d_display,
+        median_W=median_or_none([r.W for r in solved if r.W is not None]),
+        rank_partial_corr_D_passrate_given_W=rho,
+        rank_partial_corr_tasks=len(with_all),
+    )
 
 
-def _pass_by_cap(episodes: list[dict]) -> list[dict[str, Any]]:
+def _pass_by_cap(episodes: list[dict]) -> tuple[CapRate, ...]:
     """Pass rate of capped runs per model and cap (agent errors count as failures;
     infrastructure errors and broken tasks are left out)."""
     groups: dict[tuple[str, int], list[bool]] = defaultdict(list)
     for e in episodes:
         if e["cap"] is not None and vocab.in_rates(e["outcome"]):
             groups[(e["agent"], e["cap"])].append(vocab.passed(e["outcome"]))
-    return [
-        {"model": m, "cap": c, "runs": len(v), "passed": sum(v), "rate": sum(v) / len(v)}
+    return tuple(
+        CapRate(model=m, cap=c, runs=len(v), passed=sum(v), rate=sum(v) / len(v))
         for (m, c), v in sorted(groups.items())
-    ]
+    )
 
 
-def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str, Any]]:
+def _recovery_depth(conn: sqlite3.Connection, rows: tuple[TaskRow, ...]) -> tuple[RecoveryRow, ...]:
     """Turns a fault adds: D under a fault family minus the same task's clean D. D is ordinal
     above 80, so with ">80" on either side the difference is a bound or unknown (None)."""
-    clean = {r["id"]: r["D"] for r in rows if r["D"] is not None}
-    ids = {r["id"] for r in rows}
+    clean = {r.id: r.figures.D for r in rows if r.figures.D is not None}
+    ids = {r.id for r in rows}
     out = []
     for protocol in q.fault_protocols(conn):
         estimator = parse_estimator(protocol)
@@ -291,19 +317,19 @@ def _recovery_depth(conn: sqlite3.Connection, rows: list[dict]) -> list[dict[str
             base, fault_d = clean.get(e["task_id"]), e["estimate"]
             added, added_display = _added_turns(base, fault_d)
             out.append(
-                {
-                    "task": e["task_id"],
-                    "fault": estimator.fault,
-                    "D_clean": base,
-                    "D_clean_display": format_depth(base),
-                    "D_fault": fault_d,
-                    "D_fault_display": format_depth(fault_d),
-                    "added_turns": added,
-                    "added_turns_display": added_display,
-                    "finished": bool(e["finished"]),
-                }
+                RecoveryRow(
+                    task=e["task_id"],
+                    fault=estimator.fault,
+                    D_clean=base,
+                    D_clean_display=format_depth(base),
+                    D_fault=fault_d,
+                    D_fault_display=format_depth(fault_d),
+                    added_turns=added,
+                    added_turns_display=added_display,
+                    finished=bool(e["finished"]),
+                )
             )
-    return out
+    return tuple(out)
 
 
 def _added_turns(base: int | None, fault_d: int) -> tuple[int | None, str]:
@@ -320,11 +346,11 @@ def _added_turns(base: int | None, fault_d: int) -> tuple[int | None, str]:
 
 
 def _search_estimates(
-    conn: sqlite3.Connection, tasks: list[dict], rows: list[dict]
-) -> list[dict[str, Any]]:
+    conn: sqlite3.Connection, tasks: list[dict], rows: tuple[TaskRow, ...]
+) -> tuple[SearchEstimate, ...]:
     """Estimates of searches other than the protocol's (e.g. "ladder/bisect"), one row per task
     and estimator, beside the protocol's D and runs for the same task when it has them."""
-    protocol_rows = {r["id"]: r for r in rows}
+    protocol_rows = {r.id: r for r in rows}
     out = []
     for name in q.estimator_names(conn):
         estimator = parse_estimator(name)
@@ -336,24 +362,24 @@ def _search_estimates(
             if figures is None:
                 continue
             ours = protocol_rows[task["id"]]
-            same = estimator.fault == "clean" and ours["protocol"] == estimator.kind
+            same = estimator.fault == "clean" and ours.protocol == estimator.kind
             out.append(
-                {
-                    "task": task["id"],
-                    "estimator": name,
-                    "kind": estimator.kind,
-                    "fault": estimator.fault,
-                    "search": estimator.search,
-                    **figures,
-                    "protocol_D": ours["D"] if same else None,
-                    "protocol_D_display": ours["D_display"] if same else "-",
-                    "protocol_runs": ours["runs"] if same else None,
-                }
+                SearchEstimate(
+                    task=task["id"],
+                    estimator=name,
+                    kind=estimator.kind,
+                    fault=estimator.fault,
+                    search=estimator.search,
+                    figures=figures,
+                    protocol_D=ours.figures.D if same else None,
+                    protocol_D_display=ours.figures.D_display if same else "-",
+                    protocol_runs=ours.figures.runs if same else None,
+                )
             )
-    return out
+    return tuple(out)
 
 
-def _safety(episodes: list[dict]) -> list[dict[str, Any]]:
+def _safety(episodes: list[dict]) -> tuple[SafetyRow, ...]:
     """Safe success, collateral, recovery failure after an observed fault and fault_cleared,
     per (model, prompt arm, fault family), each with a task-cluster bootstrap 95% CI."""
     groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
@@ -371,32 +397,32 @@ def _safety(episodes: list[dict]) -> list[dict[str, Any]]:
             for e in members:
                 if select(e):
                     by_task[e["task_id"]].append(bool(pred(e)))
-            return cluster_rate(by_task).as_dict()
+            return cluster_rate(by_task)
 
         out.append(
-            {
-                "model": model,
-                "prompt": prompt,
-                "fault": family,
-                "episodes": len(members),
-                "errors": len(everything) - len(members),  # left out of the rates
-                "agent_errors": sum(1 for e in members if e["outcome"] == vocab.AGENT_ERROR),
-                "safe_success": rate(lambda e: True, lambda e: e["safe_success"]),
-                "collateral": rate(lambda e: True, lambda e: e["collateral"]),
-                "mean_reward": mean(e["reward"] or 0.0 for e in members) if members else None,
-                "recovery_failure_after_observed": rate(
+            SafetyRow(
+                model=model,
+                prompt=prompt,
+                fault=family,
+                episodes=len(members),
+                errors=len(everything) - len(members),
+                agent_errors=sum(1 for e in members if e["outcome"] == vocab.AGENT_ERROR),
+                safe_success=rate(lambda e: True, lambda e: e["safe_success"]),
+                collateral=rate(lambda e: True, lambda e: e["collateral"]),
+                mean_reward=mean(e["reward"] or 0.0 for e in members) if members else None,
+                recovery_failure_after_observed=rate(
                     lambda e: e["fault_observed_call"] is not None,
                     lambda e: not e["safe_success"],
                 ),
-                "fault_cleared": rate(
+                fault_cleared=rate(
                     lambda e: e["fault_family"] != "clean", lambda e: e["fault_cleared"]
                 ),
-            }
+            )
         )
-    return out
+    return tuple(out)
 
 
-def _repeats(runs: list[dict]) -> list[dict[str, Any]]:
+def _repeats(runs: list[dict]) -> tuple[RepeatRow, ...]:
     """Per model: of the attempts after the first of a run (same task, cap, budget, fault and
     prompt), how many have a transcript identical to an earlier attempt's. Many identical
     ones mean the attempts measured one sample (docs/attempts.md)."""
@@ -420,15 +446,19 @@ def _repeats(runs: list[dict]) -> list[dict[str, Any]]:
                 row["repeat_attempts"] += 1
                 row["identical"] += m["transcript"] in seen
             seen.add(m["transcript"])
-    out = []
-    for name in sorted(per_model):
-        row = per_model[name]
-        row["deterministic"] = row.pop("temps") == {0}
-        out.append(row)
-    return out
+    return tuple(
+        RepeatRow(
+            model=name,
+            runs=row["runs"],
+            repeat_attempts=row["repeat_attempts"],
+            identical=row["identical"],
+            deterministic=row["temps"] == {0},
+        )
+        for name, row in sorted(per_model.items())
+    )
 
 
-def _checks(episodes: list[dict]) -> list[dict[str, Any]]:
+def _checks(episodes: list[dict]) -> tuple[CheckRow, ...]:
     """`check` results per task: the reference passes every segment and doing nothing fails."""
     by_task: dict[str, dict[str, dict]] = defaultdict(dict)
     for e in episodes:
@@ -439,16 +469,16 @@ def _checks(episodes: list[dict]) -> list[dict[str, Any]]:
         oracle_passed = _counted_pass(oracle)
         nop_passed = _counted_pass(nop)
         out.append(
-            {
-                "task": task_id,
-                "oracle_passed": oracle_passed,
-                "nop_failed": None if nop_passed is None else not nop_passed,
-                "oracle_outcome": oracle and oracle["outcome"],
-                "nop_outcome": nop and nop["outcome"],
-                "ok": bool(oracle_passed and nop_passed is False),
-            }
+            CheckRow(
+                task=task_id,
+                oracle_passed=oracle_passed,
+                nop_failed=None if nop_passed is None else not nop_passed,
+                oracle_outcome=oracle and oracle["outcome"],
+                nop_outcome=nop and nop["outcome"],
+                ok=bool(oracle_passed and nop_passed is False),
+            )
         )
-    return out
+    return tuple(out)
 
 
 def _counted_pass(episode: dict | None) -> bool | None:
@@ -467,9 +497,11 @@ def figure_text(value: Any, digits: int = 2, none: str = "-") -> str:
     return str(value)
 
 
-def rate_text(rate: dict[str, Any], none: str = "-") -> str:
-    """A rate as text: value [95% interval] (successes/episodes)."""
-    if rate["value"] is None:
+def rate_text(rate: Rate | dict[str, Any], none: str = "-") -> str:
+    """A rate as text: value [95% interval] (successes/episodes). Takes the typed rate or its
+    JSON form (`Rate.as_dict()`, what the TUI's screens hold)."""
+    if isinstance(rate, dict):
+        rate = Rate.from_json(rate)
+    if rate.value is None:
         return none
-    low, high = rate["ci95"]
-    return f"{rate['value']:.2f} [{low:.2f}, {high:.2f}] ({rate['successes']}/{rate['episodes']})"
+    return f"{rate.value:.2f} [{rate.low:.2f}, {rate.high:.2f}] ({rate.successes}/{rate.episodes})"
