@@ -26,6 +26,7 @@ from typing import Any
 from engine.tasks import dockerfile as dockerfile_mod
 from engine.tasks.fields import Fields, unknown_keys
 from engine.tasks.harbor_compose import find_compose, main_service
+from engine.tasks.harbor_schema import KNOWN_KEYS
 from engine.tasks.hashing import content_hash, walk_files
 from engine.tasks.model import (
     DEFAULT_HOME,
@@ -38,80 +39,6 @@ from engine.tasks.model import (
     TaskError,
 )
 from engine.tasks.needs import find_needs
-
-_HEALTHCHECK = {
-    k: None
-    for k in (
-        "command",
-        "interval_sec",
-        "timeout_sec",
-        "start_period_sec",
-        "start_interval_sec",
-        "retries",
-    )
-}
-_AGENT = {k: None for k in ("timeout_sec", "user", "network_mode", "allowed_hosts")}
-_VERIFIER = {
-    k: None
-    for k in (
-        "timeout_sec",
-        "env",
-        "user",
-        "network_mode",
-        "allowed_hosts",
-        "environment_mode",
-        "environment",
-        "continuous",
-        "collect",
-    )
-}
-_ENVIRONMENT: dict[str, Any] = {
-    k: None
-    for k in (
-        "build_timeout_sec",
-        "docker_image",
-        "os",
-        "cpus",
-        "memory_mb",
-        "memory",
-        "storage_mb",
-        "storage",
-        "gpus",
-        "gpu_types",
-        "tpu",
-        "mcp_servers",
-        "env",
-        "skills_dir",
-        "workdir",
-        "allow_internet",
-        "network_mode",
-        "allowed_hosts",
-    )
-}
-_ENVIRONMENT["healthcheck"] = _HEALTHCHECK
-# Every key Harbor's task.toml schema knows. Keys outside it are tolerated with a warning.
-KNOWN_KEYS: dict[str, Any] = {
-    "schema_version": None,
-    "version": None,  # old spelling of schema_version
-    "source": None,
-    "multi_step_reward_strategy": None,
-    "artifacts": None,
-    "startup_required": None,
-    "metadata": None,  # free-form
-    "task": {k: None for k in ("name", "version", "description", "authors", "keywords")},
-    "agent": _AGENT,
-    "verifier": _VERIFIER,
-    "environment": _ENVIRONMENT,
-    "solution": {"env": None},
-    "steps": {
-        "name": None,
-        "agent": _AGENT,
-        "verifier": _VERIFIER,
-        "min_reward": None,
-        "healthcheck": _HEALTHCHECK,
-        "artifacts": None,
-    },
-}
 
 # Files in a build context that must never be copied into the agent's image.
 PRIVATE_NAMES = (
