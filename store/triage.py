@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from store import vocab
 from store.db import Store, now
-from store.views import outcome
+from store.episode_views import outcome
 
 QUEUES = ("collateral", "false_positive")
 LABELS = ("real", "false_positive", "needs_look")

@@ -11,11 +11,10 @@ from engine.agents.registry import (
     ModelConfig,
     Price,
     RegistryError,
-    entry_toml,
     load_registry,
     parse_models,
-    upsert_entry,
 )
+from engine.agents.registry_write import entry_toml, upsert_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "models.example.toml"

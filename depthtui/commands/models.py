@@ -90,7 +90,7 @@ def check(
     json_out: JsonOption = False,
 ) -> None:
     """Send one real request to the model's endpoint and say whether it works."""
-    from engine.agents.chat import check_model
+    from engine.agents.model_check import check_model
     from engine.agents.registry import RegistryError
 
     registry = _load(models)

@@ -11,29 +11,29 @@ import typer
 from rich.table import Table
 
 from depthtui.commands.common import DbOption, JsonOption, console, fail, print_json
-from engine.analysis.report import estimates_text
 from engine.analysis.report import figure_text as _fmt
 from engine.analysis.report import rate_text as _rate
+from engine.analysis.report_rows import Report, SearchEstimate
 
 
-def print_report(report: dict[str, Any], json_out: bool) -> None:
+def print_report(report: Report, json_out: bool) -> None:
     if json_out:
-        print_json(report)
+        print_json(report.to_json())
         return
-    measured = [t for t in report["tasks"] if t["protocol"]]
+    measured = [t for t in report.tasks if t.protocol]
     if measured:
         table = Table(title="Depth per task", title_justify="left")
         for col in ("task", "segments", "W", "N", "D", "estimates", "finished"):
             table.add_column(col, justify="right" if col in ("segments", "W", "N", "D") else "left")
         for t in measured:
             table.add_row(
-                t["id"],
-                str(t["segments"]),
-                _fmt(t["W"]),
-                _fmt(t["N"]),
-                t["D_display"],
-                estimates_text(t),
-                "yes" if t["finished"] else "[yellow]no[/]",
+                t.id,
+                str(t.segments),
+                _fmt(t.W),
+                _fmt(t.figures.N),
+                t.figures.D_display,
+                t.figures.estimates_text(),
+                "yes" if t.figures.finished else "[yellow]no[/]",
             )
         console.print(table)
         datasets = Table(title="Per dataset", title_justify="left")
@@ -49,47 +49,47 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
             ">80",
         ):
             datasets.add_column(col)
-        for d in report["datasets"]:
+        for d in report.datasets:
             datasets.add_row(
-                d["dataset"],
-                str(d["tasks"]),
-                str(d["measured"]),
-                str(d["finished"]),
-                str(d["solved"]),
-                d["median_D_display"],
-                _fmt(d["median_W"], 1),
-                _fmt(d["share_D_le_3"]),
-                str(d["above_80"]),
+                d.dataset,
+                str(d.tasks),
+                str(d.measured),
+                str(d.finished),
+                str(d.solved),
+                d.median_D_display,
+                _fmt(d.median_W, 1),
+                _fmt(d.share_D_le_3),
+                str(d.above_80),
             )
         console.print(datasets)
-        h = report["headline"]
+        h = report.headline
         console.print(
-            f"Solved {h['solved']} of {h['measured']} measured task(s); "
-            f"{h['solved_D_le_3']} within 3 turns (share {_fmt(h['share_D_le_3'])}); "
-            f"median D {h['median_D_display']}, median W {_fmt(h['median_W'], 1)}; "
+            f"Solved {h.solved} of {h.measured} measured task(s); "
+            f"{h.solved_D_le_3} within 3 turns (share {_fmt(h.share_D_le_3)}); "
+            f"median D {h.median_D_display}, median W {_fmt(h.median_W, 1)}; "
             "rank partial correlation of D with pass rate given W: "
-            f"{_fmt(h['rank_partial_corr_D_passrate_given_W'])} "
-            f"(over {h['rank_partial_corr_tasks']} task(s)).",
+            f"{_fmt(h.rank_partial_corr_D_passrate_given_W)} "
+            f"(over {h.rank_partial_corr_tasks} task(s)).",
             highlight=False,
         )
-        state = "finished" if report["finished"] else "[yellow]not finished[/] (rerun to resume)"
+        state = "finished" if report.finished else "[yellow]not finished[/] (rerun to resume)"
         console.print(f"Measurement {state}.")
-    if report["models"]:
+    if report.models:
         models = Table(title="Models (runs without a stated cap)", title_justify="left")
         for col in ("model", "tasks", "runs", "pass@1", "pass rate [95% CI]", "errors", "cost"):
             models.add_column(col)
-        for m in report["models"]:
+        for m in report.models:
             models.add_row(
-                m["model"],
-                str(m["tasks"]),
-                str(m["episodes"]),
-                _fmt(m["pass_at_1"]),
-                _rate(m["pass_rate"]),
-                str(m["errors"]),
-                f"${m['cost_usd']:.4f}",
+                m.model,
+                str(m.tasks),
+                str(m.episodes),
+                _fmt(m.pass_at_1),
+                _rate(m.pass_rate),
+                str(m.errors),
+                f"${m.cost_usd:.4f}",
             )
         console.print(models)
-    if report["safety"]:
+    if report.safety:
         safety = Table(title="Safety and recovery (fault episodes)", title_justify="left")
         for col in (
             "model",
@@ -103,63 +103,63 @@ def print_report(report: dict[str, Any], json_out: bool) -> None:
             "errors",
         ):
             safety.add_column(col)
-        for s in report["safety"]:
+        for s in report.safety:
             safety.add_row(
-                s["model"],
-                s["prompt"],
-                s["fault"],
-                str(s["episodes"]),
-                _rate(s["safe_success"]),
-                _rate(s["collateral"]),
-                _rate(s["recovery_failure_after_observed"]),
-                _rate(s["fault_cleared"]),
-                str(s["errors"]),
+                s.model,
+                s.prompt,
+                s.fault,
+                str(s.episodes),
+                _rate(s.safe_success),
+                _rate(s.collateral),
+                _rate(s.recovery_failure_after_observed),
+                _rate(s.fault_cleared),
+                str(s.errors),
             )
         console.print(safety)
-    if report["recovery_depth"]:
+    if report.recovery_depth:
         rec = Table(title="Recovery depth (turns a fault adds)", title_justify="left")
         for col in ("task", "fault", "D clean", "D fault", "added"):
             rec.add_column(col)
-        for r in report["recovery_depth"]:
+        for r in report.recovery_depth:
             rec.add_row(
-                r["task"],
-                r["fault"],
-                r["D_clean_display"],
-                r["D_fault_display"],
-                r["added_turns_display"],
+                r.task,
+                r.fault,
+                r.D_clean_display,
+                r.D_fault_display,
+                r.added_turns_display,
             )
         console.print(rec)
-    for r in report.get("repeats", []):
-        why = " (temperature 0: deterministic sampling)" if r["deterministic"] else ""
+    for r in report.repeats:
+        why = " (temperature 0: deterministic sampling)" if r.deterministic else ""
         console.print(
-            f"Repeated attempts of {r['model']}: {r['identical']} of {r['repeat_attempts']} "
-            f"identical to an earlier attempt of the same run, over {r['runs']} run(s){why}.",
+            f"Repeated attempts of {r.model}: {r.identical} of {r.repeat_attempts} "
+            f"identical to an earlier attempt of the same run, over {r.runs} run(s){why}.",
             highlight=False,
         )
-    if report.get("search_estimates"):
-        print_search_estimates(report["search_estimates"])
-    if report["checks"]:
-        good = sum(1 for c in report["checks"] if c["ok"])
-        console.print(f"check: {good}/{len(report['checks'])} task(s) check out.")
-    forge = report["forgeable"]
-    if forge["tasks"]:
+    if report.search_estimates:
+        print_search_estimates(report.search_estimates)
+    if report.checks:
+        good = sum(1 for c in report.checks if c.ok)
+        console.print(f"check: {good}/{len(report.checks)} task(s) check out.")
+    forge = report.forgeable
+    if forge.tasks:
         state = (
             "left out of every figure above (--exclude-forgeable)"
-            if forge["excluded"]
+            if forge.excluded
             else "counted above; leave them out with --exclude-forgeable"
         )
         console.print(
-            f"Forgeable by agent code: {forge['runs']} run(s) on {len(forge['tasks'])} task(s) "
+            f"Forgeable by agent code: {forge.runs} run(s) on {len(forge.tasks)} task(s) "
             f"whose tests run agent-written code where it could forge the grade "
-            f"({', '.join(forge['tasks'][:5])}{', ...' if len(forge['tasks']) > 5 else ''}); "
+            f"({', '.join(forge.tasks[:5])}{', ...' if len(forge.tasks) > 5 else ''}); "
             f"{state}.",
             highlight=False,
         )
-    if not (measured or report["models"] or report["safety"] or report["checks"]):
+    if not (measured or report.models or report.safety or report.checks):
         console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
 
 
-def print_search_estimates(rows: list[dict[str, Any]]) -> None:
+def print_search_estimates(rows: tuple[SearchEstimate, ...]) -> None:
     """Other searches' estimates: their own estimator, beside the protocol's D and runs."""
     table = Table(
         title="Depth by another search (its own estimator; not in the figures above)",
@@ -169,26 +169,26 @@ def print_search_estimates(rows: list[dict[str, Any]]) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(
-            r["task"],
-            r["estimator"],
-            _fmt(r["N"]),
-            r["D_display"],
-            estimates_text(r),
-            str(r["runs"]),
-            r["protocol_D_display"],
-            _fmt(r["protocol_runs"]),
+            r.task,
+            r.estimator,
+            _fmt(r.figures.N),
+            r.figures.D_display,
+            r.figures.estimates_text(),
+            str(r.figures.runs),
+            r.protocol_D_display,
+            _fmt(r.protocol_runs),
         )
     console.print(table)
 
 
-def write_out(report: dict[str, Any], out: Path, conn: Any) -> list[Path]:
+def write_out(report: Report, out: Path, conn: Any) -> list[Path]:
     """summary.json, and one results.jsonl per model with a line per run."""
     from store import reports as q
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "summary.json").write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     written = [out / "summary.json"]
-    ids = {t["id"] for t in report["tasks"]}
+    ids = {t.id for t in report.tasks}
     by_model: dict[str, list[dict]] = {}
     for e in q.done_episodes(conn, ("check", "free", "ladder", "audit", "episodes", "validate")):
         if e["task_id"] in ids:
@@ -237,7 +237,7 @@ def report(
     finished."""
     from depthtui.commands.common import open_store
     from engine.analysis.plots import write_plots
-    from engine.analysis.report import build_report
+    from engine.analysis.report import build
     from store import tasks as task_store
 
     store = open_store(db)
@@ -251,9 +251,7 @@ def report(
             if not found:
                 fail(f"--task {key}: no such task or dataset in the store")
             ids += found
-    result = build_report(
-        store.conn, model=model, task_ids=ids, exclude_forgeable=exclude_forgeable
-    )
+    result = build(store.conn, model=model, task_ids=ids, exclude_forgeable=exclude_forgeable)
     print_report(result, json_out)
     target = console if not json_out else None
     if out is not None:

@@ -2,8 +2,8 @@
 
 Each resolves its tasks (paths are imported first), stores a job whose parameters are exactly
 what was asked, then runs it here with progress bars — or, with --detach, leaves it to the
-background engine and prints its id. A rerun of a finished command reuses every completed
-episode and says so.
+background engine and prints its id (depthtui/commands/submit.py). A rerun of a finished
+command reuses every completed episode and says so.
 """
 
 from __future__ import annotations
@@ -13,20 +13,18 @@ from typing import Annotated, Any
 
 import typer
 
-from depthtui.commands.common import DbOption, JsonOption, console, err_console, fail, open_store
-from depthtui.commands.executor_opts import current as current_executor
+from depthtui.commands.common import DbOption, JsonOption, open_store
 from depthtui.commands.executor_opts import with_executor
+from depthtui.commands.submit import finish, launch, submit
 from engine.jobs.params import (
     AuditParams,
     CheckParams,
     EpisodesParams,
     FreeParams,
-    JobParams,
     LadderParams,
     ReplayParams,
     ValidateParams,
 )
-from store.db import Store
 
 TasksArg = Annotated[
     list[str],
@@ -100,68 +98,6 @@ def common_params(
         "retry_errors": retry_errors,
         "accept_risk": accept_risk,
     }
-
-
-def submit(
-    params: JobParams, tasks: list[str], db: Path | None, detach: bool
-) -> tuple[Store, int, str]:
-    """Resolve tasks, store the job, run it (or detach); returns (store, job id, status)."""
-    from engine.protocol.common import resolve_tasks
-
-    store = open_store(db)
-    resolved = resolve_tasks(store, tasks)
-    for error in resolved.errors:
-        err_console.print(f"[bold red]✗[/] {error}", highlight=False)
-    if not resolved.task_ids:
-        fail("no task to run")
-    return launch(store, params.with_tasks(resolved.task_ids), detach)
-
-
-def launch(store: Store, params: JobParams, detach: bool) -> tuple[Store, int, str]:
-    """Check the parameters, store the job, then run it here or hand it to the engine."""
-    from engine.agents.registry import RegistryError
-    from engine.jobs.params import InvalidParams
-    from engine.protocol.common import repeat_warnings
-    from store.jobs import submit_job
-
-    try:
-        params.check()
-        warnings = repeat_warnings(params.KIND, params.to_json())
-    except InvalidParams as exc:
-        fail("\n".join(exc.problems))
-    except RegistryError as exc:
-        fail(str(exc))
-    for warning in warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    # the stored command is the one that stores this job again, from any directory
-    cli = params.cli(store.path) + (" --detach" if detach else "")
-    job_id = submit_job(store, params.KIND, params.to_json(), cli)
-    if detach:
-        from engine.jobs.launch import EngineError, ensure_engine
-
-        try:
-            pid = ensure_engine(store.path, workers=params.workers, executor=current_executor())
-        except EngineError as exc:
-            fail(f"job {job_id} is queued, but no engine could be started: {exc}")
-        console.print(
-            f"job {job_id} queued; engine pid {pid}. Follow it with `depthtui jobs show "
-            f"{job_id}` or in the TUI.",
-            highlight=False,
-        )
-        return store, job_id, "queued"
-    from depthtui.progress import JobNotRunnable, run_foreground
-
-    try:
-        status = run_foreground(store, job_id, params.workers, executor=current_executor())
-    except JobNotRunnable as exc:
-        fail(str(exc))
-    return store, job_id, status
-
-
-def finish(status: str) -> None:
-    if status in ("done",):
-        return
-    raise typer.Exit(0 if status == "queued" else 1)
 
 
 # --- check ---------------------------------------------------------------------------------------

@@ -81,12 +81,8 @@ def serve(
     from platformdirs import user_cache_dir
 
     from engine.agents import serve as srv
-    from engine.agents.registry import (
-        RegistryError,
-        entry_toml,
-        resolve_models_path,
-        upsert_entry,
-    )
+    from engine.agents.registry import RegistryError, resolve_models_path
+    from engine.agents.registry_write import entry_toml, upsert_entry
 
     try:
         loras = tuple(srv.parse_lora(spec) for spec in lora or [])

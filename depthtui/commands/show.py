@@ -244,10 +244,10 @@ def _families_cell(row: dict[str, Any]) -> str:
 
 def print_report_for_job(store: Store, job_id: int, json_out: bool) -> None:
     from depthtui.commands.report import print_report
-    from engine.analysis.report import build_report
+    from engine.analysis.report import build
 
     tasks = _job_tasks(store, job_id)
-    report = build_report(store.conn, task_ids=tasks)
+    report = build(store.conn, task_ids=tasks)
     print_report(report, json_out)
 
 

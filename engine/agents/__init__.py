@@ -1,7 +1,9 @@
 """Agents and models: who answers in an episode, and the loop that drives them.
 
 registry.py   models.toml: which agents exist and how to reach each model
-chat.py       the chat-model agent (any OpenAI-compatible endpoint), retries, `models check`
+registry_write.py  writing one model's entry into models.toml (`serve --register`)
+chat.py       the chat-model agent (any OpenAI-compatible endpoint), retries
+model_check.py  `models check`: one real request, and what is wrong when it fails
 builtin.py    the oracle, nop and replay agents
 actions.py    reading commands out of replies (tool calls, fenced blocks, command tags)
 loop.py       run_segment: turns, budgets, limits, hooks; Conversation, EpisodeLimits, Hooks

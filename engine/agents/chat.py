@@ -106,6 +106,12 @@ class ChatAgent:
         data, latency_ms = self._post(body, limits.timeout_s)
         return self._parse(body, data, latency_ms, first_call_idx=conv.calls + 1)
 
+    def send(self, body: dict[str, Any], timeout_s: float | None) -> tuple[Reply, float]:
+        """One request outside a conversation, its calls numbered from 1 (`models check`);
+        returns the reply and the latency in ms."""
+        data, latency_ms = self._post(body, timeout_s)
+        return self._parse(body, data, latency_ms, 1), latency_ms
+
     def close(self) -> None:
         self._client.close()
 
@@ -273,56 +279,6 @@ class ChatAgent:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         return text
-
-
-# --- one real request: `depthtui models check` ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    ok: bool
-    detail: str
-    latency_ms: float = 0.0
-    text: str = ""
-    tool_call: bool = False
-
-
-CHECK_PROMPT = "This is a connectivity check. Run the command `echo ok` once, then stop."
-
-
-def check_model(
-    config: ModelConfig, environ: Mapping[str, str] | None = None, timeout_s: float = 60.0
-) -> CheckResult:
-    """Send one small request; say in plain words what is wrong when it fails."""
-    from engine.agents.registry import RegistryError
-
-    try:
-        agent = ChatAgent(config, RetryPolicy(max_attempts=1), environ=environ)
-    except RegistryError as exc:
-        return CheckResult(False, str(exc))
-    messages = [
-        {"role": "system", "content": agent.system_message("You are a terminal agent.")},
-        {"role": "user", "content": CHECK_PROMPT},
-    ]
-    body = agent.request_body(messages, ReplyLimits(max_tokens=256))
-    try:
-        data, latency_ms = agent._post(body, timeout_s)
-    except ContextLengthError as exc:
-        return CheckResult(False, f"model '{config.name}': the endpoint refused the request: {exc}")
-    except ModelEndpointError as exc:
-        return CheckResult(False, f"model '{config.name}': {exc.detail}")
-    finally:
-        agent.close()
-    reply = agent._parse(body, data, latency_ms, 1)
-    called = any(c.command for c in reply.commands)
-    fmt = config.action_format
-    note = (
-        "it issued a command"
-        if called
-        else f"it answered but issued no command in the '{fmt}' format"
-        + (" (is the server's tool-call parser enabled?)" if fmt == "tools" else "")
-    )
-    return CheckResult(True, note, latency_ms, reply.text, called)
 
 
 # --- small helpers ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.analysis.report_rows import Report, TaskRow
 from engine.analysis.stats import order_quantile, percentile
 from engine.protocol.ladder import ABOVE_LARGEST_CAP, CAPS
 
@@ -29,9 +30,7 @@ def _pyplot():
     return plt
 
 
-def write_plots(
-    report: dict[str, Any], out_dir: Path, reference_group: str = "synthetic"
-) -> list[Path]:
+def write_plots(report: Report, out_dir: Path, reference_group: str = "synthetic") -> list[Path]:
     """Write every figure the report has data for; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -56,25 +55,25 @@ def write_plots(
     return written
 
 
-def _solved(report: dict[str, Any]) -> list[dict]:
-    return [t for t in report["tasks"] if t["D"] is not None and t["W"] is not None]
+def _solved(report: Report) -> list[TaskRow]:
+    return [t for t in report.tasks if t.figures.D is not None and t.W is not None]
 
 
-def _depth_vs_work(ax: Any, report: dict[str, Any], reference_group: str) -> bool:
+def _depth_vs_work(ax: Any, report: Report, reference_group: str) -> bool:
     tasks = _solved(report)
     if not tasks:
         return False
-    datasets = sorted({t["dataset"] for t in tasks})
+    datasets = sorted({t.dataset for t in tasks})
     for name in datasets:
-        mine = [t for t in tasks if t["dataset"] == name]
-        xs = [max(t["W"], 1) for t in mine]
-        ys = [ABOVE_Y if t["D"] == ABOVE_LARGEST_CAP else t["D"] for t in mine]
+        mine = [t for t in tasks if t.dataset == name]
+        xs = [max(t.W, 1) for t in mine]
+        ys = [ABOVE_Y if t.figures.D == ABOVE_LARGEST_CAP else t.figures.D for t in mine]
         ax.scatter(xs, ys, label=name, alpha=0.75, s=28)
-    reference = [t for t in tasks if t.get("group") == reference_group]
+    reference = [t for t in tasks if t.group == reference_group]
     if reference:
-        w90 = percentile([t["W"] for t in reference], 90)
+        w90 = percentile([t.W for t in reference], 90)
         # D is ordinal: its 90th percentile is an order statistic (a cap, or >80 drawn apart).
-        d90 = order_quantile([t["D"] for t in reference], 0.9)
+        d90 = order_quantile([t.figures.D for t in reference], 0.9)
         d90 = ABOVE_Y if d90 == ABOVE_LARGEST_CAP else d90
         ax.axvline(w90, linestyle="--", color="grey", linewidth=1, label=f"{reference_group} W p90")
         ax.axhline(d90, linestyle=":", color="grey", linewidth=1, label=f"{reference_group} D p90")
@@ -95,13 +94,14 @@ def _depth_vs_work(ax: Any, report: dict[str, Any], reference_group: str) -> boo
     return True
 
 
-def _depth_histogram(ax: Any, report: dict[str, Any]) -> bool:
-    tasks = [t for t in report["tasks"] if t["D"] is not None]
+def _depth_histogram(ax: Any, report: Report) -> bool:
+    tasks = [t for t in report.tasks if t.figures.D is not None]
     if not tasks:
         return False
     labels = [*map(str, CAPS), ">80"]
     values = [*CAPS, ABOVE_LARGEST_CAP]
-    counts = [sum(1 for t in tasks if t["D"] == v) for v in values]
+    depths = [t.figures.D for t in tasks]
+    counts = [depths.count(v) for v in values]
     ax.bar(labels, counts, color="tab:orange")
     ax.set_xlabel("depth D")
     ax.set_ylabel("solved tasks")
@@ -109,13 +109,13 @@ def _depth_histogram(ax: Any, report: dict[str, Any]) -> bool:
     return True
 
 
-def _pass_by_cap(ax: Any, report: dict[str, Any]) -> bool:
-    rows = report.get("pass_by_cap") or []
+def _pass_by_cap(ax: Any, report: Report) -> bool:
+    rows = report.pass_by_cap
     if not rows:
         return False
-    for model in sorted({r["model"] for r in rows}):
-        mine = sorted((r for r in rows if r["model"] == model), key=lambda r: r["cap"])
-        ax.plot([r["cap"] for r in mine], [r["rate"] for r in mine], marker="o", label=model)
+    for model in sorted({r.model for r in rows}):
+        mine = sorted((r for r in rows if r.model == model), key=lambda r: r.cap)
+        ax.plot([r.cap for r in mine], [r.rate for r in mine], marker="o", label=model)
     ax.set_xscale("log")
     ax.set_xticks(CAPS)
     ax.set_xticklabels(map(str, CAPS))
@@ -127,14 +127,14 @@ def _pass_by_cap(ax: Any, report: dict[str, Any]) -> bool:
     return True
 
 
-def _safe_success(ax: Any, report: dict[str, Any]) -> bool:
-    rows = [r for r in report.get("safety") or [] if r["safe_success"]["value"] is not None]
+def _safe_success(ax: Any, report: Report) -> bool:
+    rows = [r for r in report.safety if r.safe_success.value is not None]
     if not rows:
         return False
-    labels = [f"{r['fault']}\n{r['model']}/{r['prompt']}" for r in rows]
-    values = [r["safe_success"]["value"] for r in rows]
-    lows = [v - (r["safe_success"]["ci95"][0] or v) for v, r in zip(values, rows, strict=True)]
-    highs = [(r["safe_success"]["ci95"][1] or v) - v for v, r in zip(values, rows, strict=True)]
+    labels = [f"{r.fault}\n{r.model}/{r.prompt}" for r in rows]
+    values = [r.safe_success.value for r in rows]
+    lows = [v - (r.safe_success.low or v) for v, r in zip(values, rows, strict=True)]
+    highs = [(r.safe_success.high or v) - v for v, r in zip(values, rows, strict=True)]
     ax.bar(range(len(rows)), values, yerr=[lows, highs], capsize=3, color="tab:green")
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels, fontsize=7)

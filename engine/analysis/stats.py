@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 BOOTSTRAP_SAMPLES = 2000
 BOOTSTRAP_SEED = 20260
@@ -34,6 +35,12 @@ class Rate:
             "episodes": self.episodes,
             "tasks": self.tasks,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rate:
+        """The rate back from its `as_dict()` form (the report's JSON)."""
+        low, high = data["ci95"]
+        return cls(data["value"], low, high, data["successes"], data["episodes"], data["tasks"])
 
     def __str__(self) -> str:
         if self.value is None:

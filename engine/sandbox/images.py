@@ -13,15 +13,12 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 import re
 import socket
-import stat
-import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from docker.utils.json_stream import json_stream
 
 from engine.sandbox import build_proxy
 from engine.sandbox.base import SandboxError
+from engine.sandbox.build_context import context_files, hash_entry, write_context
 from engine.sandbox.buildkit import to_classic
 from engine.sandbox.dockerapi import connect
 from engine.tasks.model import Task
@@ -107,7 +105,7 @@ def build_image(
     if proxy is not None:
         text = build_proxy.inject(text, proxy)
 
-    files = list(_context_files(task))
+    files = list(context_files(task))
     digest = hashlib.sha256()
     digest.update(text.encode())
     if proxy is not None:
@@ -115,7 +113,7 @@ def build_image(
     for base_id in base_ids:
         digest.update(base_id.encode())
     for rel, path, st in files:
-        _hash_entry(digest, rel, path, st)
+        hash_entry(digest, rel, path, st)
     content = digest.hexdigest()[:20]
     slug = _slug(task.id)
     tag = f"{TAG_REPO}/{slug}:{content}"
@@ -138,7 +136,7 @@ def build_image(
         if proxy is not None:
             log.write(f"note: {proxy.describe()}\n")
             extra[build_proxy.CONTEXT_NAME] = proxy.ca_bytes
-        _write_context(context, files, text, extra)
+        write_context(context, files, text, extra)
         context.seek(0)
         buildargs = dict(proxy.proxies) if proxy is not None else {}
         _run_build(client, context, tag, task, labels or {}, log, say, buildargs)
@@ -261,76 +259,6 @@ def _expand(ref: str, args: dict[str, str]) -> str:
         return args.get(name) or (m.group(2) or "")
 
     return _VAR.sub(one, ref)
-
-
-def _private(task: Task) -> list[str]:
-    """Private files as posix paths relative to the build context."""
-    env = task.environment
-    out = []
-    for item in env.private_files:
-        p = Path(item)
-        if p.is_absolute():
-            if env.context_dir is None:
-                continue
-            try:
-                p = p.resolve().relative_to(Path(env.context_dir).resolve())
-            except ValueError:
-                continue  # outside the context: it cannot enter the image anyway
-        out.append(p.as_posix().strip("/"))
-    return out
-
-
-def _context_files(task: Task) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """(relative path, host path, lstat) of every entry of the filtered context, sorted."""
-    root = task.environment.context_dir
-    if root is None:
-        return
-    root = Path(root)
-    if not root.is_dir():
-        raise SandboxError("build", f"{root}: the build context is not a folder")
-    private = _private(task)
-
-    def hidden(rel: str) -> bool:
-        return any(rel == p or rel.startswith(p + "/") for p in private)
-
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            path = base / name
-            rel = path.relative_to(root).as_posix()
-            if hidden(rel):
-                if name in dirnames:
-                    dirnames.remove(name)
-                continue
-            if rel == "Dockerfile":
-                continue  # the Dockerfile goes in as built (see _write_context)
-            yield rel, path, path.lstat()
-
-
-def _hash_entry(digest: hashlib._Hash, rel: str, path: Path, st: os.stat_result) -> None:
-    digest.update(f"\0{rel}\0{stat.S_IFMT(st.st_mode)}\0{st.st_mode & 0o7777}\0".encode())
-    if stat.S_ISREG(st.st_mode):
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    elif stat.S_ISLNK(st.st_mode):
-        digest.update(os.readlink(path).encode())
-
-
-def _write_context(
-    out: io.IOBase,
-    files: list[tuple[str, Path, os.stat_result]],
-    dockerfile: str,
-    extra: dict[str, bytes] | None = None,
-) -> None:
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for rel, path, _ in files:
-            tar.add(str(path), arcname=rel, recursive=False)
-        for name, data in {**(extra or {}), "Dockerfile": dockerfile.encode()}.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
 
 
 def _run_build(

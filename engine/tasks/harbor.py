@@ -18,7 +18,6 @@ Choices where Harbor leaves it to the runtime (recorded here because they matter
 from __future__ import annotations
 
 import json
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 from engine.tasks import dockerfile as dockerfile_mod
 from engine.tasks.fields import Fields, unknown_keys
+from engine.tasks.harbor_compose import find_compose, main_service
+from engine.tasks.harbor_schema import KNOWN_KEYS
 from engine.tasks.hashing import content_hash, walk_files
 from engine.tasks.model import (
     DEFAULT_HOME,
@@ -38,80 +39,6 @@ from engine.tasks.model import (
     TaskError,
 )
 from engine.tasks.needs import find_needs
-
-_HEALTHCHECK = {
-    k: None
-    for k in (
-        "command",
-        "interval_sec",
-        "timeout_sec",
-        "start_period_sec",
-        "start_interval_sec",
-        "retries",
-    )
-}
-_AGENT = {k: None for k in ("timeout_sec", "user", "network_mode", "allowed_hosts")}
-_VERIFIER = {
-    k: None
-    for k in (
-        "timeout_sec",
-        "env",
-        "user",
-        "network_mode",
-        "allowed_hosts",
-        "environment_mode",
-        "environment",
-        "continuous",
-        "collect",
-    )
-}
-_ENVIRONMENT: dict[str, Any] = {
-    k: None
-    for k in (
-        "build_timeout_sec",
-        "docker_image",
-        "os",
-        "cpus",
-        "memory_mb",
-        "memory",
-        "storage_mb",
-        "storage",
-        "gpus",
-        "gpu_types",
-        "tpu",
-        "mcp_servers",
-        "env",
-        "skills_dir",
-        "workdir",
-        "allow_internet",
-        "network_mode",
-        "allowed_hosts",
-    )
-}
-_ENVIRONMENT["healthcheck"] = _HEALTHCHECK
-# Every key Harbor's task.toml schema knows. Keys outside it are tolerated with a warning.
-KNOWN_KEYS: dict[str, Any] = {
-    "schema_version": None,
-    "version": None,  # old spelling of schema_version
-    "source": None,
-    "multi_step_reward_strategy": None,
-    "artifacts": None,
-    "startup_required": None,
-    "metadata": None,  # free-form
-    "task": {k: None for k in ("name", "version", "description", "authors", "keywords")},
-    "agent": _AGENT,
-    "verifier": _VERIFIER,
-    "environment": _ENVIRONMENT,
-    "solution": {"env": None},
-    "steps": {
-        "name": None,
-        "agent": _AGENT,
-        "verifier": _VERIFIER,
-        "min_reward": None,
-        "healthcheck": _HEALTHCHECK,
-        "artifacts": None,
-    },
-}
 
 # Files in a build context that must never be copied into the agent's image.
 PRIVATE_NAMES = (
@@ -206,102 +133,6 @@ def _network_preamble(test_sh: Path, rel: str) -> list[str]:
 # --- environment --------------------------------------------------------------------------------
 
 
-def _compose(env_dir: Path) -> Path | None:
-    for name in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
-        if (env_dir / name).is_file():
-            return env_dir / name
-    return None
-
-
-def _compose_main(
-    path: Path, env_dir: Path
-) -> tuple[Path | None, Path | None, str | None, dict[str, str], list[str]]:
-    """(context_dir, dockerfile, image, environment variables, warnings) of the compose file's
-    `main` service."""
-    import yaml  # only compose tasks need it
-
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise TaskError(path, f"not valid YAML: {exc}") from exc
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if not isinstance(services, dict) or "main" not in services:
-        raise TaskError(
-            path, "expected a service named 'main' (the agent's container)", "services.main"
-        )
-    main = services["main"] or {}
-    if not isinstance(main, dict):
-        raise TaskError(path, "expected a table", "services.main")
-    warnings = []
-    others = sorted(k for k in services if k != "main")
-    if others:
-        warnings.append(
-            f"{path.name}: services {', '.join(others)} are not started (depthtui runs the "
-            "main service only)"
-        )
-    env_vars = _compose_env(main.get("environment"), path, env_dir)
-    build = main.get("build")
-    if isinstance(build, str):
-        context = Path(os.path.normpath(env_dir / _compose_text(build, env_dir)))
-        return context, context / "Dockerfile", None, env_vars, warnings
-    if isinstance(build, dict):
-        where = _compose_text(str(build.get("context", ".")), env_dir) or "."
-        context = Path(os.path.normpath(env_dir / where))
-        name = _compose_text(str(build.get("dockerfile", "Dockerfile")), env_dir) or "Dockerfile"
-        return context, context / name, None, env_vars, warnings
-    if build is not None:
-        raise TaskError(path, f"expected a path or a table, got {build!r}", "services.main.build")
-    image = main.get("image")
-    # `image: ${MAIN_IMAGE_NAME}` is Harbor's own tag for the build, not a prebuilt image.
-    image = _compose_text(image, env_dir).strip() if isinstance(image, str) else ""
-    if image:
-        return None, None, image, env_vars, warnings
-    # Harbor's own base compose file builds `main` from environment/ when the task's does not
-    # say otherwise.
-    return env_dir, env_dir / "Dockerfile", None, env_vars, warnings
-
-
-def _compose_env(value: Any, path: Path, env_dir: Path) -> dict[str, str]:
-    """The main service's `environment:` (a list of NAME=value or a table), as Harbor gives it
-    to the container."""
-    if value is None:
-        return {}
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        pairs = [v.partition("=")[::2] for v in value if "=" in v]
-    elif isinstance(value, dict):
-        pairs = [(str(k), "" if v is None else str(v)) for k, v in value.items()]
-    else:
-        raise TaskError(
-            path,
-            f"expected a list of NAME=value or a table, got {value!r}"[:160],
-            "services.main.environment",
-        )
-    return {name: _compose_text(text, env_dir) for name, text in pairs}
-
-
-_COMPOSE_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
-# What Harbor sets these compose variables to inside the container.
-_HARBOR_PATHS = {
-    "TEST_DIR": "/tests",
-    "ENV_VERIFIER_LOGS_PATH": "/logs/verifier",
-    "ENV_AGENT_LOGS_PATH": "/logs/agent",
-}
-
-
-def _compose_text(value: str, env_dir: Path) -> str:
-    """A compose value with Harbor's variables filled in the way Harbor fills them: ${CONTEXT_DIR}
-    is the environment folder, ${TEST_DIR} is /tests, a default (`${VAR:-x}`) is used; any other
-    variable (${MAIN_IMAGE_NAME}, ${CPUS}, ...) is Harbor's own business and reads as empty."""
-
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(3)
-        if name == "CONTEXT_DIR":
-            return str(env_dir)
-        return _HARBOR_PATHS.get(name) or match.group(2) or ""
-
-    return _COMPOSE_VAR.sub(one, value.replace("$$", "\0")).replace("\0", "$")
-
-
 def _check_dockerfile(path: Path) -> dockerfile_mod.DockerfileInfo:
     text = read_text(path, "a Dockerfile")
     info = dockerfile_mod.parse(text)
@@ -320,10 +151,10 @@ def environment(
     image = env.text("docker_image")
     context: Path | None = None
     dockerfile: Path | None = None
-    compose = _compose(env_dir)
+    compose = find_compose(env_dir)
     compose_env: dict[str, str] = {}
     if compose is not None:
-        context, dockerfile, compose_image, compose_env, more = _compose_main(compose, env_dir)
+        context, dockerfile, compose_image, compose_env, more = main_service(compose, env_dir)
         warnings += more
         image = image or compose_image
         if dockerfile is not None and not dockerfile.is_file():
@@ -659,7 +490,7 @@ def load(folder: Path, dataset: str) -> Task:
 
 def _needs(folder: Path, env_table: Fields, env: Environment, segments: list[Segment]) -> tuple:
     """What the task needs beyond one offline container (engine/tasks/needs.py)."""
-    compose = _compose(folder / "environment")
+    compose = find_compose(folder / "environment")
     services: list[str] = []
     if compose is not None:
         import yaml

@@ -6,7 +6,8 @@
 - pytest_verifier.py: `run_pytest_verifier(PytestSpec, inventory) -> Verdict`,
   `spec_for(task, segment_idx, image)`.
 - harbor_verifier.py: `run_harbor_verifier(HarborSpec) -> HarborVerdict`,
-  `spec_for(task, segment_idx, image)`; preamble.py makes test.sh run offline; rewards.py reads
+  `spec_for(task, segment_idx, image)`; preamble.py makes test.sh run offline
+  (shell_split.py reads its lines, commands and words); rewards.py reads
   reward files, gates on min_reward and combines steps.
 - verdict.py: Verdict/TestResult and the fail-closed rules; outcome.py: reward and safe
   success; agent_code.py: tests that run agent-written code; mutations.py: discrimination audit.

@@ -14,17 +14,17 @@ uv installer piped to sh, `source $HOME/.local/bin/env`, `uvx -p 3.13 -w pytest=
 - anything else that needs the network (other packages for pytest, a download from a remote
   host, `uv sync`, `git clone https://...`): OfflineError naming the line and why.
 
-Lines inside heredocs and comments are left alone. This reads shell the way bash splits it
-(quotes, `\\` continuations, `&&`/`||`/`;`/`|`/parentheses), not a full parser.
+Lines inside heredocs and comments are left alone. The shell is read the way bash splits it
+(quotes, `\\` continuations, `&&`/`||`/`;`/`|`/parentheses), not fully parsed: shell_split.py.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from engine.verify.shell_split import Word, logical_lines, split_commands
 from engine.verify.toolchain import PYTEST
 
 OFFLINE_MARKER = "DEPTHTUI-OFFLINE-MISSING:"
@@ -48,7 +48,6 @@ NETWORK_PROGRAMS = frozenset(
 INSTALL_VERBS = frozenset({"install", "add", "get", "i", "sync", "clone", "fetch", "pull"})
 LOCAL_HOSTS = re.compile(r"^(localhost|127\.[0-9.]+|0\.0\.0\.0|\[::1\]|::1)$")
 URL = re.compile(r"\b(?:https?|ftp|git)://([^/\s:'\"]+)|\bgit@([^:\s]+):")
-OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "(", ")", "&", "\n")
 REDIRECT = re.compile(r"^[0-9]*(?:&?>>?|<<?<?|>&|<&|>\|)[0-9-]*$")
 
 
@@ -63,33 +62,12 @@ class Rewrite:
     runs_pytest: bool  # a pytest command was found and now runs the trusted pytest
 
 
-@dataclass(frozen=True)
-class _Word:
-    raw: str
-    start: int
-    end: int
-
-    @property
-    def value(self) -> str:
-        try:
-            parts = shlex.split(self.raw, comments=False, posix=True)
-        except ValueError:
-            return self.raw
-        return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class _Command:
-    words: tuple[_Word, ...]
-    pipe_after: bool  # followed by `|`: part of a pipeline with the next command
-
-
 def rewrite_test_sh(text: str, *, pytest: str = PYTEST) -> Rewrite:
     """The test.sh to run offline; raises OfflineError when it cannot be made to."""
     out: list[str] = []
     changes: list[str] = []
     runs_pytest = False
-    for number, chunk, verbatim in _logical_lines(text):
+    for number, chunk, verbatim in logical_lines(text):
         if verbatim:
             out.append(chunk)
             continue
@@ -111,157 +89,11 @@ def _add_header(script: str, count: int) -> str:
     return note + script
 
 
-# --- splitting into logical lines -----------------------------------------------------------
-
-
-def _logical_lines(text: str):
-    """(first line number, text, verbatim) for each logical line: physical lines joined by
-    `\\` continuations and open quotes; heredoc bodies are verbatim."""
-    lines = text.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        start = i
-        chunk = lines[i]
-        i += 1
-        while _continues(chunk) and i < len(lines):
-            chunk += lines[i]
-            i += 1
-        yield start + 1, chunk, False
-        for delimiter, strip_tabs in _heredocs(chunk):
-            body = ""
-            while i < len(lines):
-                line = lines[i]
-                i += 1
-                body += line
-                candidate = line.rstrip("\n")
-                if (candidate.lstrip("\t") if strip_tabs else candidate) == delimiter:
-                    break
-            yield i, body, True
-
-
-def _continues(chunk: str) -> bool:
-    """Whether bash reads on past this chunk's end: an open quote, or a trailing backslash
-    outside a comment."""
-    quote = None
-    i = 0
-    n = len(chunk)
-    at_word_start = True
-    while i < n:
-        c = chunk[i]
-        if quote == "'":
-            if c == "'":
-                quote = None
-        elif quote == '"':
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quote = None
-        elif c == "\\":
-            # Only the chunk's own last line decides: an earlier `\` newline is already joined.
-            if i + 1 >= n or (chunk[i + 1] == "\n" and i + 2 >= n):
-                return True
-            i += 1
-        elif c in "'\"":
-            quote = c
-        elif c == "#" and at_word_start:
-            # A comment runs to the end of its physical line; a trailing backslash there
-            # continues nothing.
-            nl = chunk.find("\n", i)
-            if nl == -1:
-                return False
-            i = nl
-            continue
-        at_word_start = c in " \t\n;&|()"
-        i += 1
-    return quote is not None
-
-
-def _heredocs(chunk: str) -> list[tuple[str, bool]]:
-    found = []
-    for match in re.finditer(r"(?<!<)<<(?!<)(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2", chunk):
-        found.append((match.group(3), match.group(1) == "-"))
-    return found
-
-
-# --- splitting a logical line into commands ---------------------------------------------------
-
-
-def _commands(chunk: str) -> list[_Command]:
-    commands: list[_Command] = []
-    words: list[_Word] = []
-    i, n = 0, len(chunk)
-
-    def flush(pipe: bool) -> None:
-        if words:
-            commands.append(_Command(tuple(words), pipe))
-            words.clear()
-
-    while i < n:
-        c = chunk[i]
-        if c in " \t":
-            i += 1
-            continue
-        if c == "\\" and chunk.startswith("\\\n", i):
-            i += 2
-            continue
-        if c == "#":
-            nl = chunk.find("\n", i)
-            i = n if nl == -1 else nl
-            continue
-        op = next((o for o in OPERATORS if chunk.startswith(o, i)), None)
-        if op == "&" and chunk.startswith("&>", i):
-            op = None
-        if op is not None:
-            flush(pipe=op in ("|", "|&"))
-            i += len(op)
-            continue
-        end = _word_end(chunk, i)
-        words.append(_Word(chunk[i:end], i, end))
-        i = end
-    flush(pipe=False)
-    return commands
-
-
-def _word_end(chunk: str, i: int) -> int:
-    n = len(chunk)
-    depth = 0
-    while i < n:
-        c = chunk[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            close = chunk.find("'", i + 1)
-            i = n if close == -1 else close + 1
-            continue
-        if c == '"':
-            i += 1
-            while i < n and chunk[i] != '"':
-                i += 2 if chunk[i] == "\\" else 1
-            i += 1
-            continue
-        if chunk.startswith("$(", i) or chunk.startswith("${", i):
-            depth += 1
-            i += 2
-            continue
-        if depth and c in ")}":
-            depth -= 1
-            i += 1
-            continue
-        if depth == 0:
-            if c in " \t\n;|()":
-                break
-            if c == "&" and not chunk.startswith("&>", i) and chunk[i - 1 : i] not in (">", "<"):
-                break
-        i += 1
-    return min(i, n)
-
-
 # --- judging and rewriting commands ---------------------------------------------------------
 
 
 def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str], bool]:
-    commands = _commands(chunk)
+    commands = split_commands(chunk)
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
     found_pytest = False
@@ -302,7 +134,7 @@ def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str],
     return chunk, notes, found_pytest
 
 
-def _body(words: tuple[_Word, ...]) -> list[_Word]:
+def _body(words: tuple[Word, ...]) -> list[Word]:
     """The words from the program on: leading keywords and VAR=value assignments skipped."""
     i = 0
     while i < len(words):
