@@ -4,6 +4,7 @@ fifo swapped in is opened without waiting for a writer, then recognised by its o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections import deque
@@ -102,6 +103,7 @@ def _run(jobs: list[HashJob]) -> list[HashJob]:
 # machine), while 1 MB files were hashed 10-20% faster under the same load.
 _POOL: ThreadPoolExecutor | None = None
 PARALLEL_MIN = 256 * 1024  # mean bytes per file of a batch worth handing to the worker
+_AHEAD = 4  # batches whose results may wait behind one not hashed yet
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -125,18 +127,25 @@ class Hasher:
         if last or small or any(f is not None and not f.done() for _, f in self._batches):
             self._batches.append((_run(jobs), None))
         else:
-            self._batches.append((jobs, _pool().submit(_run, jobs)))
+            try:
+                fut = _pool().submit(_run, jobs)
+            except RuntimeError:  # the interpreter is shutting down: no more threads
+                self._batches.append((_run(jobs), None))
+            else:
+                self._batches.append((jobs, fut))
 
     def done(self, wait: bool = False) -> Iterator[HashJob]:
-        """The hashed jobs, in submission order: those ready now, or (`wait`) all of them. A
-        batch the worker has not started yet (it was busy with another walk's) is taken back
-        and hashed here."""
+        """The hashed jobs, in submission order: those ready now, or (`wait`) all of them. The
+        results held back behind a batch not yet hashed are bounded: past _AHEAD batches, the
+        head is waited for, or taken back and hashed here when the worker has not started it
+        (it was busy with another walk's)."""
         while self._batches:
             jobs, fut = self._batches[0]
             if fut is not None:
-                if not fut.done() and not wait:
+                if not fut.done() and not wait and len(self._batches) <= _AHEAD:
                     return
                 if fut.cancel():
+                    self._batches[0] = (jobs, None)  # ours again: _run closes them, come what may
                     _run(jobs)
                 else:
                     fut.result()
@@ -154,7 +163,5 @@ class Hasher:
                 for job in jobs:
                     os.close(job.fd)
             else:
-                try:
-                    fut.result()
-                except OSError:
-                    pass
+                with contextlib.suppress(Exception):
+                    fut.result()  # its error is already the walk's, or beside it
