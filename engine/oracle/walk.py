@@ -204,8 +204,8 @@ class Walk:
                 self.texts[job.rel] = job.text
                 self.text_bytes += len(job.text)
             self.remember(job.rel, _stat_key(fst), entry)
-            if job.rel in self.entries and self.entries[job.rel] is None:
-                self.entries[job.rel] = entry  # (gone from the entries: swapped meanwhile)
+            if job.rel in self.entries and self.entries[job.rel] is None:  # still its place
+                self.entries[job.rel] = entry
 
     def remember(self, rel: str, key: _StatKey, entry: ManifestEntry) -> None:
         if key[3] < self.racy_after:  # ctime
