@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from store import synthetic
+from devtools import synthetic
 from store.db import Store
 
 STORE_ENV = "DEPTHTUI_TUI_STORE"

@@ -201,7 +201,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def measure(progress: bool = False, *, tasks_dir: Path = DEMO, limit: int | None = None) -> dict:
-    from engine.jobs.bench_floor import floor_seconds
+    from devtools.bench.engine_floor import floor_seconds
     from engine.sandbox.dockerapi import connect
 
     problem = docker_problem()
