@@ -1,7 +1,9 @@
 """`depthtui bench ...`: speed and memory figures, each measured against a baseline in the same run.
 
-Each benchmark lives beside the code it measures and exposes `measure(**options) -> dict` and
-`render(result: dict) -> rich renderable`; this module only wires them to the command line.
+Each benchmark is a module of devtools/bench/ exposing `measure(**options) -> dict` and
+`render(result: dict) -> rich renderable`; this module only wires them to the command line, and
+imports one only when its command runs (devtools is development code: nothing else in depthtui,
+engine or store imports it).
 """
 
 from __future__ import annotations

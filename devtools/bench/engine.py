@@ -8,7 +8,7 @@ phase then measures the cache lookup every episode pays.
 
 Overhead = an episode's wall time (the sum of its top-level phases in episodes.timings_json)
 minus the time of the agent's own commands (and model calls, none for the oracle). The floor
-(engine/jobs/bench_floor.py) is what any harness pays per episode through the same Docker API:
+(devtools/bench/engine_floor.py) is what any harness pays per episode through the same Docker API:
 run, commit, a verifier container running pytest, removal; the headline is overhead / floor.
 
 One warm-up pass comes first and is left out; then PASSES passes of each worker count in

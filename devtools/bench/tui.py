@@ -1,6 +1,6 @@
 """`depthtui bench tui`: how fast the TUI is on a big store, and how much memory it takes.
 
-A store of 10,000 episodes and 200,000 turns is generated (store/synthetic.py); then a child
+A store of 10,000 episodes and 200,000 turns is generated (devtools/synthetic.py); then a child
 process runs the real app headless under Textual's Pilot at 120x40 and times:
 
 - first paint of the dashboard: from creating the app to its data composited on screen;
