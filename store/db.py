@@ -50,6 +50,8 @@ class Store:
     def __init__(self, path: Path | str | None = None, *, migrate: bool = True) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._lock = threading.RLock()
+        self._depth = 0  # transactions open on this connection (>1: savepoints inside one)
+        self._columns: dict[str, tuple[str, ...]] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(
@@ -80,17 +82,27 @@ class Store:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction. Raises StoreError (and rolls back) when SQLite refuses."""
+        """One write transaction. Raises StoreError (and rolls back) when SQLite refuses.
+
+        Opened inside another on the same thread, it is a savepoint of the outer one: its writes
+        undo alone when it raises and commit with the outer one, so a caller can put many of
+        the writers' calls in one transaction (devtools/synthetic.py writes whole stores so)."""
         with self._lock:
+            if self._depth:
+                yield from self._savepoint()
+                return
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
                 raise StoreError(_describe(self.path, exc)) from exc
+            self._depth = 1
             try:
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth = 0
             try:
                 self.conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
@@ -99,6 +111,29 @@ class Store:
                 except sqlite3.DatabaseError:
                     pass
                 raise StoreError(_describe(self.path, exc)) from exc
+
+    def _savepoint(self) -> Iterator[sqlite3.Connection]:
+        name = f"tx{self._depth}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._depth -= 1
+        self.conn.execute(f"RELEASE {name}")
+
+    def columns(self, table: str, *, fresh: bool = False) -> tuple[str, ...]:
+        """The table's column names, read once (migrate_to forgets them; `fresh` reads again):
+        reading them on every insert cost most of the time of writing a large store."""
+        names = self._columns.get(table)
+        if names is None or fresh:
+            rows = self.conn.execute(f"PRAGMA table_info({table})").fetchall()
+            names = self._columns[table] = tuple(r[1] for r in rows)
+        return names
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -158,6 +193,7 @@ def migrate_to(store: Store, target: int) -> None:
             f"{store.path}: schema version {current} is newer than this depthtui knows "
             f"({SCHEMA_VERSION}); upgrade depthtui"
         )
+    store._columns.clear()
     for number in range(current + 1, target + 1):
         script = MIGRATIONS[number - 1]
         with store.tx() as conn:

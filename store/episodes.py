@@ -38,12 +38,17 @@ def _one(cursor: sqlite3.Cursor) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+def _columns(source: Store | sqlite3.Connection, table: str, names: set[str]) -> tuple[str, ...]:
+    if not isinstance(source, Store):
+        return tuple(r[1] for r in source.execute(f"PRAGMA table_info({table})").fetchall())
+    columns = source.columns(table)
+    if not names <= set(columns):
+        columns = source.columns(table, fresh=True)  # a column added since they were read
+    return columns
 
 
-def _prepare(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> dict[str, Any]:
-    columns = _columns(conn, table)
+def _prepare(source: Store | sqlite3.Connection, table: str, row: dict[str, Any]) -> dict[str, Any]:
+    columns = _columns(source, table, set(row))
     unknown = sorted(set(row) - set(columns))
     if unknown:
         raise ValueError(
@@ -60,20 +65,26 @@ def _prepare(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> dict[
     return out
 
 
-def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
-    row = _prepare(conn, table, row)
+def _insert(source: Store | sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+    row = _prepare(source, table, row)
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
-    cursor = conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(row.values()))
+    cursor = _conn(source).execute(
+        f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(row.values())
+    )
     return int(cursor.lastrowid or 0)
 
 
-def _update(conn: sqlite3.Connection, table: str, row: dict[str, Any], where: str, args: tuple):
-    row = _prepare(conn, table, row)
+def _update(
+    source: Store | sqlite3.Connection, table: str, row: dict[str, Any], where: str, args: tuple
+):
+    row = _prepare(source, table, row)
     if not row:
         return
     sets = ", ".join(f"{k} = ?" for k in row)
-    cursor = conn.execute(f"UPDATE {table} SET {sets} WHERE {where}", (*row.values(), *args))
+    cursor = _conn(source).execute(
+        f"UPDATE {table} SET {sets} WHERE {where}", (*row.values(), *args)
+    )
     if cursor.rowcount == 0:
         raise ValueError(f"{table}: no row where {where} with {args}")
 
@@ -96,25 +107,25 @@ def create_episode(store: Store, **fields: Any) -> int:
     if missing:
         raise ValueError(f"episodes: missing {', '.join(missing)}")
     fields.setdefault("started_at", now())
-    with store.tx() as conn:
-        return _insert(conn, "episodes", fields)
+    with store.tx():
+        return _insert(store, "episodes", fields)
 
 
 def add_segment_run(
     store: Store, episode_id: int, idx: int, user_message: str, **fields: Any
 ) -> None:
     """The segment `idx` starts: what the agent was told (budget line included)."""
-    with store.tx() as conn:
+    with store.tx():
         _insert(
-            conn,
+            store,
             "segment_runs",
             {"episode_id": episode_id, "idx": idx, "user_message": user_message, **fields},
         )
 
 
 def finish_segment_run(store: Store, episode_id: int, idx: int, **fields: Any) -> None:
-    with store.tx() as conn:
-        _update(conn, "segment_runs", fields, "episode_id = ? AND idx = ?", (episode_id, idx))
+    with store.tx():
+        _update(store, "segment_runs", fields, "episode_id = ? AND idx = ?", (episode_id, idx))
 
 
 def record_turn(
@@ -139,7 +150,7 @@ def record_turn(
         raise ValueError("turns: missing idx")
     with store.tx() as conn:
         turn_row = {"created_at": now(), **turn, "episode_id": episode_id}
-        turn_id = _insert(conn, "turns", turn_row)
+        turn_id = _insert(store, "turns", turn_row)
         for call in calls:
             row = {"created_at": now(), "turn_idx": turn["idx"], **call, "episode_id": episode_id}
             data = outputs.get(row.get("idx"))  # type: ignore[arg-type]
@@ -147,13 +158,13 @@ def record_turn(
                 row["output_head"], row["output_tail"] = head_tail(data)
             if data is not None and "output_bytes" not in row:
                 row["output_bytes"] = len(data)
-            call_id = _insert(conn, "calls", row)
+            call_id = _insert(store, "calls", row)
             if data is not None:
                 conn.execute(
                     "INSERT INTO call_outputs (call_id, data) VALUES (?, ?)", (call_id, data)
                 )
         for event in events or []:
-            _insert(conn, "oracle_events", {**event, "episode_id": episode_id})
+            _insert(store, "oracle_events", {**event, "episode_id": episode_id})
         conn.execute(
             """
             UPDATE episodes SET
@@ -178,19 +189,19 @@ def record_turn(
 
 def add_oracle_events(store: Store, episode_id: int, events: list[dict[str, Any]]) -> None:
     """Events outside a turn, e.g. the final check (call_idx None)."""
-    with store.tx() as conn:
+    with store.tx():
         for event in events:
-            _insert(conn, "oracle_events", {**event, "episode_id": episode_id})
+            _insert(store, "oracle_events", {**event, "episode_id": episode_id})
 
 
 def add_test_results(
     store: Store, episode_id: int, results: list[dict[str, Any]], segment_idx: int = 0
 ) -> None:
     """Per-test verifier results (nodeid, outcome, setup/call/teardown, in_inventory, ...)."""
-    with store.tx() as conn:
+    with store.tx():
         for result in results:
             row = {"segment_idx": segment_idx, **result, "episode_id": episode_id}
-            _insert(conn, "test_results", row)
+            _insert(store, "test_results", row)
 
 
 def set_fault_record(store: Store, episode_id: int, **fields: Any) -> None:
@@ -200,9 +211,9 @@ def set_fault_record(store: Store, episode_id: int, **fields: Any) -> None:
             "SELECT 1 FROM fault_records WHERE episode_id = ?", (episode_id,)
         ).fetchone()
         if exists:
-            _update(conn, "fault_records", fields, "episode_id = ?", (episode_id,))
+            _update(store, "fault_records", fields, "episode_id = ?", (episode_id,))
         else:
-            _insert(conn, "fault_records", {**fields, "episode_id": episode_id})
+            _insert(store, "fault_records", {**fields, "episode_id": episode_id})
 
 
 def finish_episode(store: Store, episode_id: int, **outcome: Any) -> None:
@@ -212,10 +223,10 @@ def finish_episode(store: Store, episode_id: int, **outcome: Any) -> None:
     outcome.setdefault("finished_at", now())
     with store.tx() as conn:
         # A file opened without migrating (an older schema, in tests) has no outcome column.
-        if any(r[1] == "outcome" for r in conn.execute("PRAGMA table_info(episodes)")):
+        if "outcome" in store.columns("episodes"):
             with_outcome(outcome)
         try:
-            _update(conn, "episodes", outcome, "id = ?", (episode_id,))
+            _update(store, "episodes", outcome, "id = ?", (episode_id,))
         except sqlite3.IntegrityError as exc:
             row = conn.execute(
                 "SELECT e.id, e.run_key FROM episodes e JOIN episodes me ON me.run_key = e.run_key "

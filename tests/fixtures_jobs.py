@@ -10,7 +10,7 @@ one in `raise` raises; with `fail_when_stopped` a unit cut short by a stop retur
 
 The jobs table only takes the real kinds' names, so toy jobs are submitted as `check` jobs and
 the test's runner resolves `check` to the toy kind: in-process through `resolve`, in an engine
-process through `--kinds-module tests.fixtures_jobs` (whose KINDS override the real `check`).
+process by running it as `python -m tests.engine_main` (which passes KINDS to the engine's main).
 """
 
 from __future__ import annotations
@@ -177,9 +177,8 @@ def spawn_engine(
     """An engine process as the test's child (so the test can kill -9 it), logging to
     `<db>.engine-<n>.log` in `log_dir` (default: beside the store). With `toy`, its `check`
     jobs run the toy kind; without, the real measurement kinds."""
-    argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db), "--workers", str(workers)]
-    if toy:
-        argv += ["--kinds-module", "tests.fixtures_jobs"]
+    program = "tests.engine_main" if toy else "engine.jobs.engine"
+    argv = [sys.executable, "-m", program, "--db", str(db), "--workers", str(workers)]
     log_path = (log_dir or db.parent) / f"{db.name}.engine-{time.monotonic_ns()}.log"
     log = open(log_path, "wb")  # noqa: SIM115 (the child keeps it open)
     return subprocess.Popen(

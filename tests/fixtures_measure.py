@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from tests.fixtures_jobs import owned_by, remove_owned_by
 
 DEPTHTUI = str(Path(sys.executable).with_name("depthtui"))

@@ -1,7 +1,7 @@
 """Stores for the TUI tests.
 
 `tui_db` is a fresh copy of a store per test (tests write labels and jobs). By default it is the
-synthetic store (store/synthetic.py, deterministic); set DEPTHTUI_TUI_STORE to any store file
+synthetic store (devtools/synthetic.py, deterministic); set DEPTHTUI_TUI_STORE to any store file
 (say, one filled by real demo runs) and every flow test runs on a copy of that instead. The
 snapshot and hostile-transcript tests always use the synthetic store: their content is fixed.
 """
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from store import synthetic
+from devtools import synthetic
 from store.db import Store
 
 STORE_ENV = "DEPTHTUI_TUI_STORE"

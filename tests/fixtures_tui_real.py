@@ -2,7 +2,7 @@
 
 Everything goes through the `depthtui` console script as a user runs it: real Docker sandboxes,
 real verifiers, a real SQLite file, and model replies from a scripted OpenAI-compatible server on
-loopback (engine/agents/scripted_server.py) whose "models" act on what they are shown:
+loopback (devtools/scripted_server.py) whose "models" act on what they are shown:
 
 - `check` on three tasks, `validate` on demo/error-count (its contract and fault targets);
 - a depth ladder on demo/error-count and demo/top-error-ips with two models (`alpha` looks, then
@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from engine.agents.scripted_server import (
+from devtools.scripted_server import (
     ScriptedReply,
     ScriptedServer,
     bad_json,

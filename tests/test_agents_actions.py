@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from devtools.scripted_server import ScriptedServer, text, truncated
 from engine.agents.actions import parse_text_actions, parse_tool_calls
 from engine.agents.chat import ChatAgent
 from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
-from engine.agents.scripted_server import ScriptedServer, text, truncated
 from tests.fixtures_agents import FakeSandbox, scripted_config
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.scripted_server import ScriptedServer, calls, text
 from engine.agents.builtin import OracleAgent, ReplayAgent, replay_turns
 from engine.agents.chat import ChatAgent
 from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
 from engine.agents.prompts import compose_user_message, load_prompt
-from engine.agents.scripted_server import ScriptedServer, calls, text
 from engine.sandbox.containers import start_sandbox
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import remove_image

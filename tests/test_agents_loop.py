@@ -7,12 +7,7 @@ import random
 
 import pytest
 
-from engine.agents.chat import ChatAgent, RetryPolicy
-from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
-from engine.agents.prompts import compose_user_message, load_prompt
-from engine.agents.records import expand_requests
-from engine.agents.registry import Price
-from engine.agents.scripted_server import (
+from devtools.scripted_server import (
     ScriptedReply,
     ScriptedServer,
     bad_json,
@@ -22,6 +17,11 @@ from engine.agents.scripted_server import (
     text,
     truncated,
 )
+from engine.agents.chat import ChatAgent, RetryPolicy
+from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
+from engine.agents.prompts import compose_user_message, load_prompt
+from engine.agents.records import expand_requests
+from engine.agents.registry import Price
 from tests.fixtures_agents import FakeSandbox, scripted_config
 
 FAST_RETRY = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=0.05)

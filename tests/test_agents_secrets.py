@@ -6,9 +6,9 @@ import json
 import logging
 from pathlib import Path
 
+from devtools.scripted_server import ScriptedServer, bad_json, calls, error, text
 from engine.agents.chat import ChatAgent, RetryPolicy
 from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
-from engine.agents.scripted_server import ScriptedServer, bad_json, calls, error, text
 from store import episodes
 from store.db import Store
 from tests.fixtures_agents import FakeSandbox, scripted_config

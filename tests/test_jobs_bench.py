@@ -6,7 +6,7 @@ import json
 
 from rich.console import Console
 
-from engine.jobs.bench import PHASES, _episode_figures, render
+from devtools.bench.engine import PHASES, _episode_figures, render
 
 
 def test_overhead_is_wall_time_minus_the_agents_own_commands() -> None:
@@ -69,7 +69,7 @@ def test_render_shows_every_phase_and_pass() -> None:
 
 
 def test_passes_alternate_so_each_worker_count_goes_first_as_often() -> None:
-    from engine.jobs.bench import _order
+    from devtools.bench.engine import _order
 
     assert _order(3) == [1, 2, 2, 1, 1, 2]
     assert _order(4).count(1) == _order(4).count(2) == 4

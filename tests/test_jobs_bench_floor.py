@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobs.bench import single_segment_tasks
-from engine.jobs.bench_floor import LABELS, floor_seconds
+from devtools.bench.engine import single_segment_tasks
+from devtools.bench.engine_floor import LABELS, floor_seconds
 from engine.sandbox.dockerapi import connect
 
 pytestmark = pytest.mark.docker

@@ -145,7 +145,7 @@ def test_engine_stop_puts_the_job_back_and_a_new_engine_finishes_it(db) -> None:
             store,
             {"units": ["a", "b"], "episodes": 3, "turns": 30, "turn_s": 0.1, "container": True},
         )
-    pid = start_engine(path, 2, kinds_modules=("tests.fixtures_jobs",))
+    pid = start_engine(path, 2, module="tests.engine_main")
     wait_for(lambda: rows(path, "SELECT 1 FROM episodes WHERE container_id IS NOT NULL"))
     ended = stop_engines(path, timeout_s=60)
     assert ended[0][0].endswith(f":{pid}") and ended[0][1] == "stopped"

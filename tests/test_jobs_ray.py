@@ -33,7 +33,7 @@ from ray.cluster_utils import Cluster
 
 from depthtui.app import DepthApp
 from depthtui.widgets.messages import OpenEpisode
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer
+from devtools.scripted_server import ScriptedReply, ScriptedServer
 from engine.jobs.executor import ExecutorChoice, make_executor
 from engine.jobs.launch import stop_engines
 from engine.jobs.owner import this_owner

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedServer, calls, text
 from engine.jobs.params import read_params
 from engine.protocol.common import DEFAULT_TRIES
 from engine.tasks.importing import import_paths

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.scripted_server import ScriptedServer
 from engine.agents.registry import run_seed
-from engine.agents.scripted_server import ScriptedServer
 from tests.conftest import DEMO
 from tests.fixtures_measure import BatchingPolicy, cleanup, endless, rows, run_cli
 

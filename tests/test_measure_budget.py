@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from tests.conftest import DEMO
 from tests.fixtures_measure import (
     cleanup,

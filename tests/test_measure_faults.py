@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from engine.agents.prompts import budget_line
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from tests.conftest import DEMO
 from tests.fixtures_measure import (
     cleanup,

@@ -33,8 +33,8 @@ from collections import Counter
 
 import pytest
 
+from devtools.scripted_server import ScriptedServer
 from engine.agents.prompts import turn_cap_statement
-from engine.agents.scripted_server import ScriptedServer
 from tests.conftest import DEMO
 from tests.fixtures_measure import (
     BatchingPolicy,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from store.db import Store
 from store.protocol import put_contract
 from tests.fixtures_measure import (

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedServer
+from devtools.scripted_server import ScriptedServer
 from tests.conftest import DEMO
 from tests.fixtures_measure import (
     SegmentPolicy,

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from depthtui.commands import models
-from engine.agents.scripted_server import ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedServer, calls, text
 
 ROOT = Path(__file__).resolve().parents[1]
 

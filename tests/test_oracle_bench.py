@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from engine.oracle import bench
+from devtools.bench import oracle as bench
 
 pytestmark = pytest.mark.docker
 

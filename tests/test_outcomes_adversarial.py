@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine.agents.scripted_server import ScriptedReply, ScriptedServer, calls, error, text
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, error, text
 from engine.tasks.loader import load_task
 from tests.conftest import DEMO, ROOT
 from tests.fixtures_measure import (

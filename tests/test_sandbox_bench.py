@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from engine.sandbox import bench
+from devtools.bench import sandbox as bench
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,7 @@ import random
 
 from rich.console import Console
 
-from engine.protocol import search_bench as sb
+from devtools.bench import search as sb
 
 
 class NoWandering(random.Random):

@@ -156,3 +156,32 @@ def test_bad_rows_are_refused_whole(db_path: Path):
             ep.record_turn(store, eid, {"text": "no index"}, [])
         with pytest.raises(ValueError, match="no row"):
             ep.finish_segment_run(store, eid, 7, passed=True)
+
+
+def test_writers_inside_one_transaction_commit_with_it_and_undo_alone(db_path: Path):
+    """A batch of writer calls in one Store.tx (how devtools/synthetic.py writes whole stores):
+    a failing call undoes only its own rows, the rest commit when the outer transaction does,
+    and a reader sees nothing before."""
+    with Store(db_path) as store:
+        with store.tx():
+            eid = new_episode(store)
+            ep.record_turn(store, eid, {"idx": 1, "text": "kept"}, [{"idx": 1, "command": "ls"}])
+            with pytest.raises(ValueError, match=r"calls: unknown column\(s\) cmd"):
+                ep.record_turn(store, eid, {"idx": 2, "text": "gone"}, [{"idx": 2, "cmd": "ls"}])
+            assert open_reader(db_path).execute("SELECT count(*) FROM episodes").fetchone()[0] == 0
+        assert [t["text"] for t in ep.list_turns(store, eid)] == ["kept"]
+        assert ep.get_episode(store, eid)["turns"] == 1
+        with pytest.raises(RuntimeError, match="abandoned"), store.tx():
+            new_episode(store, run_key="rk-2")
+            raise RuntimeError("abandoned")
+        assert ep.find_done(store, "rk-2") is None
+        assert [r[0] for r in store.query("SELECT run_key FROM episodes")] == ["rk-1"]
+
+
+def test_a_column_added_after_the_first_write_is_accepted(db_path: Path):
+    with Store(db_path) as store:
+        new_episode(store)  # the episodes columns are read here, and kept
+        with store.tx() as conn:
+            conn.execute("ALTER TABLE episodes ADD COLUMN added_later TEXT")
+        eid = new_episode(store, run_key="rk-2", added_later="seen")
+        assert ep.get_episode(store, eid)["added_later"] == "seen"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from depthtui.bench_tui import FIGURES_MARK, figures_in_a_terminal
 from depthtui.screens.dashboard import headline_view
 from depthtui.screens.figures import build_report_here
+from devtools.bench.tui import FIGURES_MARK, figures_in_a_terminal
 
 pytest_plugins = ["tests.fixtures_tui"]
 

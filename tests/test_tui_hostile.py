@@ -17,7 +17,7 @@ from depthtui.screens.output import OutputScreen
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.output_view import OutputView
 from depthtui.widgets.turn_view import TurnView
-from store import synthetic
+from devtools import synthetic
 
 pytest_plugins = ["tests.fixtures_tui"]
 

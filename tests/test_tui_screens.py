@@ -659,7 +659,7 @@ def test_reports_draw_the_plots_and_help_lists_the_keys(tui, tui_db: Path) -> No
 
 
 def test_live_rows_appear_without_moving_the_selection(tui, tui_db: Path) -> None:
-    from store import synthetic
+    from devtools import synthetic
 
     async def flow(app: DepthApp, pilot) -> None:
         await pilot.press("2")

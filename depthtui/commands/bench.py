@@ -1,7 +1,9 @@
 """`depthtui bench ...`: speed and memory figures, each measured against a baseline in the same run.
 
-Each benchmark lives beside the code it measures and exposes `measure(**options) -> dict` and
-`render(result: dict) -> rich renderable`; this module only wires them to the command line.
+Each benchmark is a module of devtools/bench/ exposing `measure(**options) -> dict` and
+`render(result: dict) -> rich renderable`; this module only wires them to the command line, and
+imports one only when its command runs (devtools is development code: nothing else in depthtui,
+engine or store imports it).
 """
 
 from __future__ import annotations
@@ -18,28 +20,28 @@ bench_app = typer.Typer(help="Benchmarks that print figures (ratios against a sa
 
 BENCHES = {
     "sandbox": (
-        "engine.sandbox.bench",
+        "devtools.bench.sandbox",
         "Per-call round trip beside the recovery bench's pipe shell, one `docker exec` per "
         "command and Harbor's tmux (headline: the fastest); 1 MB output, container start, "
         "snapshot.",
     ),
     "oracle": (
-        "engine.oracle.bench",
+        "devtools.bench.oracle",
         "Per-call safety-oracle check and the full hash on 200- and 2,000-file homes (and "
         "after a flood of new files), beside `find` + `sha256sum` by `docker exec`.",
     ),
     "engine": (
-        "engine.jobs.bench",
+        "devtools.bench.engine",
         "Episodes per minute with the oracle agent at 1 and 2 workers (alternated passes, "
         "medians), harness overhead per episode by phase, beside the bare Docker floor.",
     ),
     "search": (
-        "engine.protocol.search_bench",
+        "devtools.bench.search",
         "Runs, turns and agreement on D of the protocol's cap search and of bisection, "
         "on a few thousand simulated tasks (shallow, deep, noisy).",
     ),
     "tui": (
-        "depthtui.bench_tui",
+        "devtools.bench.tui",
         "Figures shown from process start in a real terminal, first paint, episode open, step "
         "time and peak memory (with the report's child process) on a generated store of "
         "10,000 episodes.",
@@ -75,7 +77,7 @@ def _make_engine(module: str, help_text: str) -> None:
         ray_address: RayAddressOpt = None,
     ) -> None:
         choice = executor_choice(executor, ray_address)
-        name = "engine.jobs.bench_ray" if choice.kind == "ray" else module
+        name = "devtools.bench.ray" if choice.kind == "ray" else module
         try:
             mod = importlib.import_module(name)
         except ImportError as exc:

@@ -10,5 +10,4 @@ loop.py       run_segment: turns, budgets, limits, hooks; Conversation, EpisodeL
 records.py    TurnRecord, CallRecord, SegmentEnd: what the loop reports to the runner
 prompts.py    system prompts and the cap/budget statements, from prompts/
 serve.py      starting a vLLM server for a model and registering it
-scripted_server.py  a scripted OpenAI-compatible server on loopback, for tests
 """

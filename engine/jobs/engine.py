@@ -10,14 +10,13 @@ stop`) ends the job in hand, puts it back in the queue and exits.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from engine.jobs.executor import (
@@ -215,16 +214,13 @@ def _pid(owner: str) -> int:
     return int(owner.rpartition(":")[2])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, kinds: Mapping[str, JobKind] | None = None) -> int:
+    """The engine process. `kinds` adds job kinds, or replaces registered ones of the same name,
+    for a program that embeds the engine with kinds of its own (the test suite's
+    tests/engine_main.py); the command line cannot name code to import."""
     parser = argparse.ArgumentParser(prog="python -m engine.jobs.engine", description=__doc__)
     parser.add_argument("--db", type=Path, required=True, help="the store (SQLite file)")
     parser.add_argument("--workers", type=int, default=1, help="units run at once (default 1)")
-    parser.add_argument(
-        "--kinds-module",
-        action="append",
-        default=[],
-        help="a module whose KINDS dict adds job kinds (plug-ins; the test suite's kinds)",
-    )
     parser.add_argument("--executor", choices=EXECUTORS, default="local", help="where episodes run")
     parser.add_argument("--ray-address", default=None, help="the Ray cluster (--executor ray)")
     args = parser.parse_args(argv)
@@ -237,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         log.error("--workers: expected an integer >= 1, got %d", args.workers)
         return 2
-    extra: dict[str, JobKind] = {}
-    for name in args.kinds_module:
-        extra.update(importlib.import_module(name).KINDS)
+    extra = dict(kinds or {})
 
     def resolve(kind: str) -> JobKind:
         return extra[kind] if kind in extra else get_kind(kind)

@@ -48,20 +48,21 @@ def start_engine(
     db_path: Path | str,
     workers: int = 1,
     *,
-    kinds_modules: tuple[str, ...] = (),
     executor: ExecutorChoice = LOCAL_CHOICE,
+    module: str = "engine.jobs.engine",
 ) -> int:
     """Launch a detached engine process and wait until it has registered; its pid.
+
+    `module` is the program run as `python -m module`: the engine's own, or one that calls
+    engine.jobs.engine.main with kinds of its own (the test suite's tests/engine_main.py).
 
     The process gets its own session (a Ctrl-C in the terminal that started it does not reach
     it) and writes its log beside the store. Raises EngineError with the log's tail when it dies
     before registering."""
     db_path = Path(db_path).expanduser().resolve()
     log_path = engine_log_path(db_path)
-    argv = [sys.executable, "-m", "engine.jobs.engine", "--db", str(db_path)]
+    argv = [sys.executable, "-m", module, "--db", str(db_path)]
     argv += ["--workers", str(workers), *executor.argv()]
-    for name in kinds_modules:
-        argv += ["--kinds-module", name]
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(
             argv,

@@ -15,7 +15,7 @@ import docker
 from rich.console import Console
 from rich.table import Table
 
-from engine.sandbox.bench_peers import PipeShell, TmuxTerminal, tmux_image
+from devtools.bench.sandbox_peers import PipeShell, TmuxTerminal, tmux_image
 from engine.sandbox.containers import DockerSandbox, start_sandbox
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import remove_image

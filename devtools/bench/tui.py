@@ -1,6 +1,6 @@
 """`depthtui bench tui`: how fast the TUI is on a big store, and how much memory it takes.
 
-A store of 10,000 episodes and 200,000 turns is generated (store/synthetic.py); then a child
+A store of 10,000 episodes and 200,000 turns is generated (devtools/synthetic.py); then a child
 process runs the real app headless under Textual's Pilot at 120x40 and times:
 
 - first paint of the dashboard: from creating the app to its data composited on screen;
@@ -86,7 +86,7 @@ def _say(progress: bool, message: str) -> None:
 
 def measure(progress: bool = True, episodes: int = EPISODES, turns: int = TURNS) -> dict:
     """Generate the store, run the app in a child process, and return the figures."""
-    from store import synthetic
+    from devtools import synthetic
     from store.db import Store
 
     with tempfile.TemporaryDirectory(prefix="depthtui-bench-tui-") as tmp:
@@ -103,7 +103,7 @@ def measure(progress: bool = True, episodes: int = EPISODES, turns: int = TURNS)
         size_mb = db.stat().st_size / 1e6
         _say(progress, f"store ready in {generate_s:.1f} s ({size_mb:.0f} MB); running the app")
         child = subprocess.run(
-            [sys.executable, "-m", "depthtui.bench_tui", str(db)],
+            [sys.executable, "-m", "devtools.bench.tui", str(db)],
             capture_output=True,
             text=True,
             timeout=900,

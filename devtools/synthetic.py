@@ -7,8 +7,13 @@ fault episodes with fault records, collateral with oracle events and unified dif
 verifier results, multi-segment runs, jobs in every state, a 150-turn episode, and a hostile
 transcript full of terminal escapes, NUL bytes and a 5 MB single line.
 
-Rows get explicit ids (continuing after the store's current maximum) so one pass can link calls
-to their full outputs without reading anything back.
+Episodes and everything recorded under them, contracts and estimates are written through the
+store's own writers (store/episodes.py, store/protocol.py), in one transaction per batch of
+episodes (`Store.tx` nests as savepoints), so these stores hold what the engine would write.
+Tasks and jobs are inserted as rows: the store's writers take a task loaded from its folder
+(store/tasks.py) and stamp a job's states with the clock (store/queue.py), where these need
+fixed times. Episodes and jobs get explicit ids (continuing after the store's current maximum)
+because their run keys and times are derived from them.
 """
 
 from __future__ import annotations
@@ -17,11 +22,22 @@ import hashlib
 import json
 import random
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from store import vocab
 from store.db import Store
+from store.episodes import (
+    add_oracle_events,
+    add_segment_run,
+    add_test_results,
+    create_episode,
+    finish_episode,
+    record_turn,
+    set_fault_record,
+)
+from store.protocol import put_contract, put_estimate
 
 CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
 D_ABOVE_80 = 99
@@ -248,21 +264,21 @@ def _work(script: str) -> int:
     )
 
 
-def _many(conn, table: str, rows: list[dict]) -> None:
-    if not rows:
-        return
-    cols = list(rows[0])
+def _row(store: Store, table: str, row: dict) -> None:
+    """A tasks, segments or jobs row as given (the module docstring says why not a writer)."""
+    cols = list(row)
     sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-    conn.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+    with store.tx() as conn:
+        conn.execute(sql, tuple(row.values()))
 
 
 class _Ids:
-    """Next free id per table, read once, so rows can reference each other before insertion."""
+    """Next free episode and job id, read once: run keys and times are derived from them."""
 
     def __init__(self, store: Store) -> None:
         self.next = {
             t: (store.query(f"SELECT coalesce(max(id), 0) FROM {t}")[0][0]) + 1
-            for t in ("episodes", "turns", "calls", "jobs", "oracle_events", "test_results")
+            for t in ("episodes", "jobs")
         }
 
     def take(self, table: str) -> int:
@@ -275,42 +291,38 @@ class _Ids:
 
 
 class _Writer:
-    """Buffers rows and flushes them in large executemany batches (one transaction each)."""
+    """The generator's state, and the transaction its writes go into: one per batch of
+    episodes, since a commit per writer call would cost most of a large store's time."""
 
-    FLUSH_AT = 20_000
+    BATCH_TURNS = 20_000
 
     def __init__(self, store: Store, spec: SyntheticSpec) -> None:
         self.store = store
         self.spec = spec
         self.rng = random.Random(spec.seed)
         self.ids = _Ids(store)
-        self.rows: dict[str, list[dict]] = {}
-        self.pending = 0
         self.clock = 0.0
         self.episode_count = 0
         self.turn_count = 0
+        self.task_count = 0
         self.first_cap_hit = 0
+        self._batch = ExitStack()
+        self._batch_from = 0
 
-    def add(self, table: str, row: dict) -> None:
-        self.rows.setdefault(table, []).append(row)
-        self.pending += 1
+    def __enter__(self) -> _Writer:
+        self._batch.enter_context(self.store.tx())
+        return self
 
-    def maybe_flush(self) -> None:
-        """Called between episodes only: an episode's rows never straddle two batches."""
-        if self.pending >= self.FLUSH_AT:
-            self.flush()
+    def __exit__(self, *exc: object) -> None:
+        self._batch.__exit__(*exc)
 
-    def flush(self) -> None:
-        # Parents before children, so foreign keys hold inside each batch.
-        order = (
-            "tasks", "segments", "contracts", "jobs", "episodes", "segment_runs", "turns",
-            "calls", "call_outputs", "oracle_events", "fault_records", "test_results",
-            "estimates", "labels",
-        )  # fmt: skip
-        with self.store.tx() as conn:
-            for table in order:
-                _many(conn, table, self.rows.pop(table, []))
-        self.pending = 0
+    def maybe_commit(self) -> None:
+        """Called between episodes only: an episode's rows never straddle two transactions."""
+        if self.turn_count - self._batch_from >= self.BATCH_TURNS:
+            self._batch.close()
+            self._batch = ExitStack()
+            self._batch.enter_context(self.store.tx())
+            self._batch_from = self.turn_count
 
     def tick(self, seconds: float) -> str:
         self.clock += seconds
@@ -348,7 +360,8 @@ def _make_tasks(w: _Writer) -> list[_Task]:
 
 def _write_task(w: _Writer, t: _Task, segs: tuple[tuple[str, str], ...], i: int) -> None:
     tpl = t.template
-    created = _ts(-86400 + len(w.rows.get("tasks", [])))
+    created = _ts(-86400 + w.task_count)
+    w.task_count += 1
     instruction = tpl.instruction if not t.multi else segs[0][1]
     task_json = {
         "id": t.id,
@@ -359,7 +372,8 @@ def _write_task(w: _Writer, t: _Task, segs: tuple[tuple[str, str], ...], i: int)
         "agent_user": "user",
         "workdir": "/home/user",
     }
-    w.add(
+    _row(
+        w.store,
         "tasks",
         {
             "id": t.id,
@@ -381,7 +395,8 @@ def _write_task(w: _Writer, t: _Task, segs: tuple[tuple[str, str], ...], i: int)
         test_file = "\n\n".join(
             f"def {name_}():\n    assert Path({tpl.output_path!r}).exists()" for name_ in tpl.tests
         )
-        w.add(
+        _row(
+            w.store,
             "segments",
             {
                 "task_id": t.id,
@@ -400,27 +415,20 @@ def _write_task(w: _Writer, t: _Task, segs: tuple[tuple[str, str], ...], i: int)
     permitted = {tpl.output_path: ["content_changed"]}
     if tpl.slug == "rename-photos":
         permitted = {"/home/user/photos/": ["deleted"]}
-    w.add(
-        "contracts",
-        {
-            "task_id": t.id,
-            "task_hash": t.content_hash,
-            "env_hash": _hash("env", t.id),
-            "tests_hash": _hash("tests", t.id),
-            "valid": 0 if i % 11 == 7 else 1,
-            "reasons_json": json.dumps(["no-op run passed"] if i % 11 == 7 else []),
-            "permitted_json": json.dumps(permitted),
-            "tests_json": json.dumps([f"test_final_state.py::{n}" for n in tpl.tests]),
-            "fault_targets_json": json.dumps(
-                {"perm_denied": tpl.input_path, "moved_input": tpl.input_path}
-                | ({"blocking_fifo": tpl.input_path} if i % 2 == 0 else {})
-            ),
-            "flags_json": json.dumps(flags),
-            "detail_json": json.dumps(
-                {"mutations": {"empty": "failed", "drop_last_line": "passed"}}
-            ),
-            "created_at": created,
-        },
+    put_contract(
+        w.store,
+        t.id,
+        task_hash=t.content_hash,
+        env_hash=_hash("env", t.id),
+        tests_hash=_hash("tests", t.id),
+        valid=i % 11 != 7,
+        reasons=["no-op run passed"] if i % 11 == 7 else [],
+        permitted=permitted,
+        tests=[f"test_final_state.py::{n}" for n in tpl.tests],
+        fault_targets={"perm_denied": tpl.input_path, "moved_input": tpl.input_path}
+        | ({"blocking_fifo": tpl.input_path} if i % 2 == 0 else {}),
+        flags=flags,
+        detail={"mutations": {"empty": "failed", "drop_last_line": "passed"}},
     )
 
 
@@ -449,12 +457,37 @@ class _Outcome:
 
 
 def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
-    """Write one episode with its turns, calls, oracle events, tests and segment runs."""
+    """Write one episode with its turns, calls, oracle events, tests and segment runs, in the
+    order the engine does (store/episodes.py)."""
     rng = w.rng
     ep = w.ids.take("episodes")
     tpl = task.template
     start = w.tick(rng.uniform(20, 90))
     segments_total = len(_MULTI_STEPS) if task.multi else 1
+    create_episode(
+        w.store,
+        id=ep,
+        run_key=_hash("run", task.id, o.mode, o.agent, o.cap, o.attempt, o.fault_family, ep),
+        job_id=o.job_id,
+        task_id=task.id,
+        task_hash=task.content_hash,
+        mode=o.mode,
+        agent=o.agent,
+        model_id={"oracle": "", "nop": "", "replay": ""}.get(o.agent, f"org/{o.agent}"),
+        cap=o.cap,
+        budget=o.budget,
+        attempt=o.attempt,
+        prompt_name="default",
+        prompt_text="",
+        fault_family=o.fault_family,
+        fault_target=tpl.input_path if o.fault_family != "clean" else None,
+        seed=ep % 1000,
+        spec_json={"cap": o.cap, "budget": o.budget} | o.spec_extra,
+        started_at=start,
+        owner="synthetic:1",
+        container_id=None,
+        segments_total=segments_total,
+    )
     tests = tpl.tests
     n_tests = len(tests)
     if o.error_kind:
@@ -477,38 +510,34 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
     call_idx = 0
     collateral_call = None
     fault_call = None
-    turn_first_call: dict[int, int] = {}
     for turn in range(1, o.turns + 1):
         seg = min(segments_total - 1, (turn - 1) * segments_total // max(1, o.turns))
         n_calls = o.calls_per_turn or (1 if rng.random() < 0.7 else rng.randint(2, 3))
         text, reasoning = _words(rng, tpl, turn, o.turns, o.passed)
         if o.hostile:
             text, reasoning = _hostile_words(turn)
-        w.add(
-            "turns",
-            {
-                "id": w.ids.take("turns"),
-                "episode_id": ep,
-                "idx": turn,
-                "segment_idx": seg,
-                "text": text,
-                "reasoning": reasoning,
-                "format_error": "malformed tool call JSON" if (o.hostile and turn == 3) else None,
-                "finish_reason": "tool_calls" if turn < o.turns or not o.passed else "stop",
-                "prompt_tokens": 900 + 310 * turn,
-                "completion_tokens": 60 + len(text) // 4,
-                "cached_tokens": 800 + 300 * (turn - 1),
-                "cost_usd": 0.0004 * turn,
-                "latency_ms": round(rng.uniform(300, 2400), 1),
-                "request_json": "{}",
-                "response_json": "{}",
-                "created_at": w.tick(rng.uniform(2, 9)),
-            },
-        )
+        turn_row = {
+            "idx": turn,
+            "segment_idx": seg,
+            "text": text,
+            "reasoning": reasoning,
+            "format_error": "malformed tool call JSON" if (o.hostile and turn == 3) else None,
+            "finish_reason": "tool_calls" if turn < o.turns or not o.passed else "stop",
+            "prompt_tokens": 900 + 310 * turn,
+            "completion_tokens": 60 + len(text) // 4,
+            "cached_tokens": 800 + 300 * (turn - 1),
+            "cost_usd": 0.0004 * turn,
+            "latency_ms": round(rng.uniform(300, 2400), 1),
+            "request_json": "{}",
+            "response_json": "{}",
+            "created_at": w.tick(rng.uniform(2, 9)),
+        }
+        calls: list[dict] = []
+        outputs: dict[int, bytes] = {}
+        events: list[dict] = []
         w.turn_count += 1
         for k in range(n_calls):
             call_idx += 1
-            turn_first_call.setdefault(turn, call_idx)
             cmd, out, exit_code = _command(rng, tpl, turn, k, o.turns)
             full: bytes | None = None
             if o.hostile:
@@ -519,7 +548,6 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
                 ).encode()
                 out = full.decode()
             remaining = None if o.budget is None else max(0, o.budget - call_idx)
-            call_id = w.ids.take("calls")
             head, tail = out[:2000], (out[-1000:] if len(out) > 3000 else "")
             observation = head + (
                 f"\n[... {len(out) - 3000} characters omitted ...]\n" + tail if tail else ""
@@ -527,12 +555,8 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
             observation += f"\n[exit code {exit_code}]"
             if remaining is not None:
                 observation += f"; {remaining} command(s) left"
-            w.add(
-                "calls",
+            calls.append(
                 {
-                    "id": call_id,
-                    "episode_id": ep,
-                    "turn_idx": turn,
                     "idx": call_idx,
                     "tool_call_id": f"call_{ep}_{call_idx}",
                     "command": cmd,
@@ -550,25 +574,31 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
                     "remaining_budget": remaining,
                     "duration_ms": round(rng.uniform(3, 400), 1),
                     "created_at": w.tick(0.2),
-                },
+                }
             )
             if full is not None:
-                w.add("call_outputs", {"call_id": call_id, "data": full})
+                outputs[call_idx] = full
             if turn == collateral_turn and collateral_call is None:
                 collateral_call = call_idx
             if o.fault_observed_turn == turn and fault_call is None:
                 fault_call = call_idx
             # the permitted change the task asks for, on the last turn
             if turn == o.turns and k == n_calls - 1 and o.passed:
-                _oracle_event(w, ep, call_idx, tpl.output_path, "content_changed", True, False)
+                events.append(
+                    _oracle_event(call_idx, tpl.output_path, "content_changed", True, False)
+                )
+        record_turn(w.store, ep, turn_row, calls, outputs, events)
+    late: list[dict] = []
     if collateral_call is not None:
         planted = _PLANTED[ep % len(_PLANTED)]
         kind = "deleted" if ep % 2 else "content_changed"
-        _oracle_event(w, ep, collateral_call, planted, kind, False, True)
+        late.append(_oracle_event(collateral_call, planted, kind, False, True))
     if o.hostile:
-        _oracle_event(
-            w, ep, 1, "/home/user/\x1b[?1049hevil\x07name", "content_changed", False, True
+        late.append(
+            _oracle_event(1, "/home/user/\x1b[?1049hevil\x07name", "content_changed", False, True)
         )
+    if late:
+        add_oracle_events(w.store, ep, late)
 
     errored = o.error_kind is not None
     detail = {
@@ -580,132 +610,106 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
     if errored:
         safe = 0
     finished = w.tick(rng.uniform(3, 12))
-    w.add(
-        "episodes",
-        {
-            "id": ep,
-            "run_key": _hash("run", task.id, o.mode, o.agent, o.cap, o.attempt, o.fault_family, ep),
-            "job_id": o.job_id,
-            "task_id": task.id,
-            "task_hash": task.content_hash,
-            "mode": o.mode,
-            "agent": o.agent,
-            "model_id": {"oracle": "", "nop": "", "replay": ""}.get(o.agent, f"org/{o.agent}"),
-            "cap": o.cap,
-            "budget": o.budget,
-            "attempt": o.attempt,
-            "prompt_name": "default",
-            "prompt_text": "",
-            "fault_family": o.fault_family,
-            "fault_target": tpl.input_path if o.fault_family != "clean" else None,
-            "seed": ep % 1000,
-            "spec_json": json.dumps({"cap": o.cap, "budget": o.budget} | o.spec_extra),
-            "status": "done",
-            "started_at": start,
-            "finished_at": finished,
-            "owner": "synthetic:1",
-            "container_id": None,
-            "turns": o.turns,
-            "calls": call_idx,
-            "end_reason": o.end_reason,
-            "segments_total": segments_total,
-            "segments_passed": segments_total if o.passed else seg_passed,
-            "passed": None if errored else int(o.passed),
-            "complete": complete,
-            "tests_passed": tests_passed,
-            "tests_total": None if errored else n_tests,
-            "reward": reward,
-            "safe_success": safe,
-            "collateral": int(collateral_call is not None or o.hostile),
-            "collateral_call": collateral_call if not o.hostile else 1,
-            "fault_observed_call": fault_call,
-            "fault_cleared": None if o.fault_cleared is None else int(o.fault_cleared),
-            "error_kind": o.error_kind,
-            "error_detail": detail,
-            "outcome": vocab.classify(o.passed, o.error_kind, detail),
-            "prompt_tokens": sum(900 + 310 * t for t in range(1, o.turns + 1)),
-            "completion_tokens": 120 * o.turns,
-            "cost_usd": round(0.0004 * o.turns * (o.turns + 1) / 2, 6),
-            "timings_json": json.dumps({"start": 0.35, "baseline": 0.01, "verify": 1.2}),
-        },
-    )
-    w.episode_count += 1
     if not errored:
-        for s, name in enumerate(tests):
-            ok = s < tests_passed
-            w.add(
-                "test_results",
+        add_test_results(
+            w.store,
+            ep,
+            [
                 {
-                    "id": w.ids.take("test_results"),
-                    "episode_id": ep,
-                    "segment_idx": segments_total - 1,
                     "nodeid": f"test_final_state.py::{name}",
-                    "outcome": "passed" if ok else "failed",
+                    "outcome": "passed" if s < tests_passed else "failed",
                     "setup": "passed",
-                    "call": "passed" if ok else "failed",
+                    "call": "passed" if s < tests_passed else "failed",
                     "teardown": "passed",
                     "in_inventory": 1,
                     "duration_s": 0.01 * (s + 1),
                     "message": ""
-                    if ok
+                    if s < tests_passed
                     else (
                         "AssertionError: \x1b]0;owned\x07expected 3 rows, got 2\x00"
                         if o.hostile
                         else f"AssertionError: {name.removeprefix('test_').replace('_', ' ')} "
                         "is not as expected"
                     ),
-                },
-            )
+                }
+                for s, name in enumerate(tests)
+            ],
+            segment_idx=segments_total - 1,
+        )
     if task.multi:
         for s, (name, text) in enumerate(_MULTI_STEPS):
             ran = s <= seg_passed and not errored
-            w.add(
-                "segment_runs",
-                {
-                    "episode_id": ep,
-                    "idx": s,
-                    "name": name,
-                    "user_message": text
-                    + (f"\n\nYou have at most {o.cap} turns for the whole task." if o.cap else ""),
-                    "first_turn": 1 + s * max(1, o.turns // segments_total) if ran else None,
-                    "passed": (1 if s < seg_passed else 0) if ran else None,
-                    "rewards_json": json.dumps({"reward": 1.0 if s < seg_passed else 0.0}),
-                    "tests_passed": 2 if s < seg_passed else 0,
-                    "tests_total": 2,
-                    "verifier_output": f"test.sh: step {name}: "
-                    + ("2 passed" if s < seg_passed else "1 failed, 1 passed"),
-                    "error_kind": None,
-                    "error_detail": None,
-                    "duration_s": round(rng.uniform(20, 200), 1),
-                },
+            add_segment_run(
+                w.store,
+                ep,
+                s,
+                text + (f"\n\nYou have at most {o.cap} turns for the whole task." if o.cap else ""),
+                name=name,
+                first_turn=1 + s * max(1, o.turns // segments_total) if ran else None,
+                passed=(1 if s < seg_passed else 0) if ran else None,
+                rewards_json={"reward": 1.0 if s < seg_passed else 0.0},
+                tests_passed=2 if s < seg_passed else 0,
+                tests_total=2,
+                verifier_output=f"test.sh: step {name}: "
+                + ("2 passed" if s < seg_passed else "1 failed, 1 passed"),
+                error_kind=None,
+                error_detail=None,
+                duration_s=round(rng.uniform(20, 200), 1),
             )
     if o.fault_family != "clean":
-        w.add(
-            "fault_records",
-            {
-                "episode_id": ep,
-                "family": o.fault_family,
-                "target": tpl.input_path,
-                "spare_path": {
-                    "moved_input": "/home/user/.cache_"
-                    + f"{ep % 999983:06d}/"
-                    + tpl.input_path.rsplit("/", 1)[1],
-                    "blocking_fifo": tpl.input_path + ".bak",
-                }.get(o.fault_family),
-                "observed_call": fault_call,
-                "cleared": None if o.fault_cleared is None else int(o.fault_cleared),
-                "integrity": None if not o.collateral else "replaced",
-                "restored_for_grading": int(o.fault_family in ("moved_input", "blocking_fifo")),
-                "detail_json": json.dumps({"seed": ep % 1000}),
-            },
+        set_fault_record(
+            w.store,
+            ep,
+            family=o.fault_family,
+            target=tpl.input_path,
+            spare_path={
+                "moved_input": "/home/user/.cache_"
+                + f"{ep % 999983:06d}/"
+                + tpl.input_path.rsplit("/", 1)[1],
+                "blocking_fifo": tpl.input_path + ".bak",
+            }.get(o.fault_family),
+            observed_call=fault_call,
+            cleared=None if o.fault_cleared is None else int(o.fault_cleared),
+            integrity=None if not o.collateral else "replaced",
+            restored_for_grading=int(o.fault_family in ("moved_input", "blocking_fifo")),
+            detail_json={"seed": ep % 1000},
         )
-    w.maybe_flush()
+    # The totals as the engine would have counted them (the turns' sums, but for completion
+    # tokens, which a real closing reply does not add either).
+    finish_episode(
+        w.store,
+        ep,
+        status="done",
+        finished_at=finished,
+        turns=o.turns,
+        calls=call_idx,
+        end_reason=o.end_reason,
+        segments_passed=segments_total if o.passed else seg_passed,
+        passed=None if errored else int(o.passed),
+        complete=complete,
+        tests_passed=tests_passed,
+        tests_total=None if errored else n_tests,
+        reward=reward,
+        safe_success=safe,
+        collateral=int(collateral_call is not None or o.hostile),
+        collateral_call=collateral_call if not o.hostile else 1,
+        fault_observed_call=fault_call,
+        fault_cleared=None if o.fault_cleared is None else int(o.fault_cleared),
+        error_kind=o.error_kind,
+        error_detail=detail,
+        outcome=vocab.classify(o.passed, o.error_kind, detail),
+        prompt_tokens=sum(900 + 310 * t for t in range(1, o.turns + 1)),
+        completion_tokens=120 * o.turns,
+        cost_usd=round(0.0004 * o.turns * (o.turns + 1) / 2, 6),
+        timings_json={"start": 0.35, "baseline": 0.01, "verify": 1.2},
+    )
+    w.episode_count += 1
+    w.maybe_commit()
     return ep
 
 
-def _oracle_event(
-    w: _Writer, ep: int, call_idx: int, path: str, kind: str, permitted: bool, collateral: bool
-) -> None:
+def _oracle_event(call_idx: int, path: str, kind: str, permitted: bool, collateral: bool) -> dict:
+    """An oracle_events row as the oracle reports it (store/episodes.py adds the episode)."""
     before = {
         "type": "file",
         "mode": "0644",
@@ -727,22 +731,17 @@ def _oracle_event(
         diff = f"--- a/{name}\n+++ b/{name}\n@@ -1,4 +1,4 @@\n" + body
         if "\x1b" in path:
             diff += "+\x1b[?1000h\x1b]52;c;ZXZpbA==\x07\x00 hostile line\n"
-    w.add(
-        "oracle_events",
-        {
-            "id": w.ids.take("oracle_events"),
-            "episode_id": ep,
-            "call_idx": call_idx,
-            "path": path,
-            "kind": kind,
-            "permitted": int(permitted),
-            "collateral": int(collateral),
-            "before_json": json.dumps(before),
-            "after_json": None if after is None else json.dumps(after),
-            "diff": diff,
-            "detail": "" if permitted else "not in the task's permitted changes",
-        },
-    )
+    return {
+        "call_idx": call_idx,
+        "path": path,
+        "kind": kind,
+        "permitted": int(permitted),
+        "collateral": int(collateral),
+        "before_json": json.dumps(before),
+        "after_json": None if after is None else json.dumps(after),
+        "diff": diff,
+        "detail": "" if permitted else "not in the task's permitted changes",
+    }
 
 
 _THOUGHTS = (
@@ -917,19 +916,16 @@ def _estimate(
     est: int | None,
     detail: dict | None = None,
 ) -> None:
-    w.add(
-        "estimates",
-        {
-            "task_id": task.id,
-            "task_hash": task.content_hash,
-            "protocol": "ladder",
-            "model": model,
-            "n_turns": n,
-            "estimate": est,
-            "finished": 1,
-            "detail_json": json.dumps(detail or {"runs": "synthetic"}),
-            "updated_at": _ts(3600),
-        },
+    put_estimate(
+        w.store,
+        task.id,
+        task.content_hash,
+        "ladder",
+        model,
+        n_turns=n,
+        estimate=est,
+        finished=True,
+        detail=detail or {"runs": "synthetic"},
     )
 
 
@@ -949,7 +945,8 @@ def _job(
     )
     cli += "".join(f" --model {m}" for m in w.spec.models) + " --workers 2"
     started = _ts(60 * jid)
-    w.add(
+    _row(
+        w.store,
         "jobs",
         {
             "id": jid,
@@ -984,8 +981,12 @@ def generate(
     progress: Callable[[str], None] | None = None,
 ) -> Landmarks:
     """Write the spec's synthetic runs into `store` and say where the curated cases are."""
-    w = _Writer(store, spec)
-    say = progress or (lambda _msg: None)
+    with _Writer(store, spec) as w:
+        return _fill(w, progress or (lambda _msg: None))
+
+
+def _fill(w: _Writer, say: Callable[[str], None]) -> Landmarks:
+    spec = w.spec
     lm = Landmarks()
     say("tasks")
     tasks = _make_tasks(w)
@@ -1088,7 +1089,6 @@ def generate(
     if spec.total_episodes > w.episode_count:
         say("filler episodes")
         _filler(w, tasks, spec.total_episodes - w.episode_count, spec.total_turns - w.turn_count)
-    w.flush()
     lm.episodes = w.episode_count
     lm.turns = w.turn_count
     return lm

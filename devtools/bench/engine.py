@@ -8,7 +8,7 @@ phase then measures the cache lookup every episode pays.
 
 Overhead = an episode's wall time (the sum of its top-level phases in episodes.timings_json)
 minus the time of the agent's own commands (and model calls, none for the oracle). The floor
-(engine/jobs/bench_floor.py) is what any harness pays per episode through the same Docker API:
+(devtools/bench/engine_floor.py) is what any harness pays per episode through the same Docker API:
 run, commit, a verifier container running pytest, removal; the headline is overhead / floor.
 
 One warm-up pass comes first and is left out; then PASSES passes of each worker count in
@@ -201,7 +201,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def measure(progress: bool = False, *, tasks_dir: Path = DEMO, limit: int | None = None) -> dict:
-    from engine.jobs.bench_floor import floor_seconds
+    from devtools.bench.engine_floor import floor_seconds
     from engine.sandbox.dockerapi import connect
 
     problem = docker_problem()

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.jobs.bench import DEMO, build_images, single_segment_tasks
+from devtools.bench.engine import DEMO, build_images, single_segment_tasks
 from engine.jobs.containers import docker_problem
 from engine.jobs.owner import this_owner
 from engine.jobs.runner import run_job
