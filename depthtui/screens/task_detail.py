@@ -25,6 +25,7 @@ from textual.widgets import (
 )
 
 from depthtui.screens.base import DataScreen
+from depthtui.screens.compare import CompareScreen
 from depthtui.screens.format import num, sync_rows
 from depthtui.widgets.ladder_grid import LEGEND, LadderGridView, grid_notes
 from depthtui.widgets.messages import Launch, OpenEpisode
@@ -155,6 +156,7 @@ class TaskDetailScreen(DataScreen):
         Binding("right_square_bracket", "tab(1)", "Next tab"),
         Binding("left_square_bracket", "tab(-1)", "Previous tab", show=False),
         Binding("r", "launch", "Run…"),
+        Binding("c", "compare", "Compare…"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
@@ -264,3 +266,6 @@ class TaskDetailScreen(DataScreen):
 
     def action_launch(self) -> None:
         self.post_message(Launch((self.task_id,)))
+
+    def action_compare(self) -> None:
+        self.app.push_screen(CompareScreen(self.task_id))
