@@ -145,9 +145,7 @@ def compare(
     rows = tuple(
         Row(c, tuple(cells[c][0]), tuple(cells[c][1])) for c in sorted(cells, key=Condition.order)
     )
-    return Comparison(
-        task_id, kind, left, right, rows, len({c.other for c in cells}) > 1
-    )
+    return Comparison(task_id, kind, left, right, rows, len({c.other for c in cells}) > 1)
 
 
 # --------------------------------------------------------------------------- divergence

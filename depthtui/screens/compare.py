@@ -14,12 +14,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Select, Static
 
+from depthtui.screens.base import DataScreen
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
-from depthtui.screens.base import DataScreen
 from store import compare
-from store.compare import Comparison, Divergence, Row, Run, Sides, SideKind
+from store.compare import Comparison, Divergence, Row, Run, SideKind, Sides
 
 KIND_LABEL = {"model": "models", "prompt": "prompt arms"}
 LEGEND = (
