@@ -22,10 +22,8 @@ from store import compare
 from store.compare import Comparison, Divergence, Row, Run, SideKind, Sides
 
 KIND_LABEL = {"model": "models", "prompt": "prompt arms"}
-LEGEND = (
-    "· no run of that side under this condition   underlined: the run compared below "
-    "(a/b: the next one)   enter: open that side's run"
-)
+LEGEND = "· no run   underlined: the pair compared below (a/b: another)   enter: open that run"
+COMMAND_LINES = 6  # of a multi-line command (a heredoc often differs past its first line)
 COMMAND_CHARS = 100  # of each differing command shown under the table
 OUTPUT_CHARS = 100
 
@@ -71,19 +69,32 @@ def _commands(step: compare.Step | None) -> Text:
     for i, command in enumerate(step.commands):
         if i:
             text.append("\n")
-        text.append("$ ", style="dim")
-        text.append_text(one_line(command, COMMAND_CHARS))
+        lines = command.splitlines() or [""]
+        for j, line in enumerate(lines[:COMMAND_LINES]):
+            text.append("\n  " if j else "$ ", style="dim")
+            text.append_text(safe_text(line, COMMAND_CHARS))
+        if len(lines) > COMMAND_LINES:
+            text.append(f"\n  … {len(lines) - COMMAND_LINES} more lines", style="dim")
     return text
 
 
 def _first_output_difference(d: Divergence) -> tuple[Text, Text]:
+    """The first line where the outputs of the same commands part, from each side."""
     a, b = d.left_step, d.right_step
     assert a is not None and b is not None
     for x, y in zip(a.outputs, b.outputs, strict=True):  # the same commands: as many outputs
-        if x != y:
-            return one_line(x.strip() or "(no output)", OUTPUT_CHARS), one_line(
-                y.strip() or "(no output)", OUTPUT_CHARS
-            )
+        if x == y:
+            continue
+        xs, ys = x.splitlines(), y.splitlines()
+        n = next((i for i, (p, q) in enumerate(zip(xs, ys, strict=False)) if p != q), None)
+        n = min(len(xs), len(ys)) if n is None else n
+        where = f"line {n + 1}: " if n else ""
+
+        def line(lines: list[str], where: str = where, n: int = n) -> Text:
+            shown = lines[n] if n < len(lines) else "(no more output)"
+            return Text(where, style="dim").append_text(safe_text(shown, OUTPUT_CHARS))
+
+        return line(xs), line(ys)
     return Text(""), Text("")
 
 
