@@ -55,18 +55,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "and retried) · task broken (the task's own files)",
     ),
     ("pass@1", "the share of first runs that passed, per model"),
-    (
-        "compare (c on a task)",
-        "two models, or two prompt arms, side by side on one task: per cap (and uncapped, "
-        "budget, fault) each side's outcomes and turns; first divergence: the first turn whose "
-        "commands differ, or where one side had ended ('output' when only what the same "
-        "commands printed differs; 'identical' when nothing does)",
-    ),
-    (
-        "new paths",
-        "creating files and folders is always permitted (the oracle judges only what existed "
-        "before the run); at a fault's input path its integrity check judges what appears",
-    ),
+    ("compare", "c on a task: two models or prompt arms by cap; divergence: first differing turn"),
+    ("new paths", "creating files is always permitted: the oracle judges what existed before"),
 )
 
 
