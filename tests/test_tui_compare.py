@@ -171,6 +171,38 @@ def test_prompt_arms_are_compared_model_by_model(db_path: Path) -> None:
     conn.close()
 
 
+def test_the_screen_switches_to_prompt_arms(tui, db_path: Path) -> None:
+    with Store(db_path) as store:
+        first = _run(store, "alpha", [LOOK, WORK], prompt="general")
+        second = _run(store, "alpha", [LOOK, LOOK], prompt="budget")
+        _run(store, "beta", [WORK], prompt="general")
+        _run(store, "beta", [WORK], prompt="general", attempt=1)
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.push_screen(CompareScreen(TASK))
+        await tui.settle(pilot)
+        screen = app.screen
+        assert (screen.kind, screen.left, screen.right) == ("model", "alpha", "beta")
+        kind = screen.query_one("#compare-kind", Select)
+        assert kind.display  # both kinds can be compared here
+        kind.value = "prompt"
+        assert await tui.until(pilot, lambda: screen.kind == "prompt" and screen.loaded.is_set())
+        await tui.settle(pilot)
+        assert (screen.left, screen.right) == ("general", "budget")  # most runs first
+        table = screen.query_one("#compare-table", DataTable)
+        rows = [[str(x) for x in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows == [
+            ["uncapped · alpha", "pass", "2", "pass", "2", "turn 2: commands"],
+            ["uncapped · beta", "pass pass", "1 1", "·", "·", "–"],
+        ]
+        detail = plain(screen.query_one("#compare-divergence", Static))
+        assert f"episode {first} general" in detail and f"episode {second} budget" in detail
+        assert "first divergence: turn 2, the commands differ" in detail
+        assert "general  $ wc -l app.log" in detail and "budget   $ ls -la" in detail
+
+    drive(tui, db_path, flow)
+
+
 def test_the_first_divergence_of_two_transcripts(db_path: Path) -> None:
     cat = [("cat app.log", "ERROR 1")]
     with Store(db_path) as store:
@@ -213,6 +245,10 @@ def test_compare_two_models_on_a_real_task(tui, real_db: Path) -> None:
     conn = open_reader(real_db)
     sides = compare.sides(conn, EC)
     default = sides.default_pair()
+    shared = any(
+        r.left and r.right
+        for r in compare.compare(conn, EC, "model", default[0].name, default[1].name).rows
+    )
     c = compare.compare(conn, EC, "model", "alpha", "beta")
     row = next(r for r in c.rows if r.condition.cap == 1)
     beta_run = row.right[0]
@@ -233,6 +269,8 @@ def test_compare_two_models_on_a_real_task(tui, real_db: Path) -> None:
         # the two models with most runs
         assert (screen.left, screen.right) == (default[0].name, default[1].name)
         assert screen.query_one("#compare-left", Select).value == default[0].name
+        note = "these two never ran under the same condition on this task"
+        assert (note in plain(screen.query_one("#compare-divergence", Static))) != shared
         screen.query_one("#compare-right", Select).value = "beta"
         assert await tui.until(pilot, lambda: screen.right == "beta" and screen.loaded.is_set())
         await tui.settle(pilot)

@@ -103,10 +103,20 @@ def divergence_view(c: Comparison, row: Row, pair: tuple[int, int], d: Divergenc
     label = row.condition.label(c.several_others)
     if d is None:
         missing = c.left if not row.left else c.right
-        return Group(
-            Text.assemble((label, "bold"), ": "),
-            Text.assemble(one_line(missing, 40), " has no run here: nothing to compare"),
-        )
+        parts: list[RenderableType] = [
+            Text.assemble(
+                (label, "bold"), ": ", one_line(missing, 40), " has no run here: nothing to compare"
+            )
+        ]
+        if not any(r.left and r.right for r in c.rows):
+            parts.append(
+                Text(
+                    "these two never ran under the same condition on this task: pick another "
+                    "side above",
+                    style="yellow",
+                )
+            )
+        return Group(*parts)
     left, right = row.left[pair[0]], row.right[pair[1]]
 
     def who(name: str, run: Run, count: int, key: str) -> Text:
