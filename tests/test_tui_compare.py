@@ -31,6 +31,7 @@ from depthtui.app import DepthApp
 from depthtui.screens.compare import CompareScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.task_detail import TaskDetailScreen
+from depthtui.widgets.diff_view import events_view
 from depthtui.widgets.messages import OpenEpisode, OpenTask
 from store import compare, views
 from store import episodes as ep
@@ -430,6 +431,28 @@ def test_a_path_has_one_verdict_per_call_in_the_diff(tui, real_db: Path) -> None
         assert sum(path in line for line in lines) == 1  # one block for the path
 
     drive(tui, real_db, flow)
+
+
+def test_a_new_file_flagged_in_a_later_call_is_not_called_permitted() -> None:
+    """An empty placeholder made at one call, judged at the next (or the final check): the
+    earlier line names the call that flagged the path instead of a 'permitted' badge."""
+    path = "/home/user/logs/app.log"
+    made = views.OracleEvent(1, 1, path, "created", True, False, None, {"size": 0}, None, "")
+    report = views.OracleEvent(
+        2, 1, "/home/user/r.txt", "created", True, False, None, None, None, ""
+    )
+    flagged = views.OracleEvent(
+        3, 2, path, "integrity", False, True, None, {"size": 7}, None, "fabricated: other bytes"
+    )
+    console = Console(width=200, color_system=None, record=True, file=io.StringIO())
+    console.print(events_view([made, report, flagged]))
+    lines = console.export_text().splitlines()
+    assert lines[0].startswith(" COLLATERAL  integrity " + path) and "(call 2)" in lines[0]
+    assert "fabricated: other bytes" in lines[1]
+    mine = [line for line in lines if path in line]
+    assert len(mine) == 2 and "permitted" not in mine[1]
+    assert "the integrity check flagged this path at call 2" in mine[1] and "(call 1)" in mine[1]
+    assert any(line.startswith(" permitted  created /home/user/r.txt") for line in lines)
 
 
 # --------------------------------------------------------------------------- snapshot
