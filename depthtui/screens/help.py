@@ -55,6 +55,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "and retried) · task broken (the task's own files)",
     ),
     ("pass@1", "the share of first runs that passed, per model"),
+    ("compare", "c on a task: two models or prompt arms by cap; divergence: first differing turn"),
+    ("new paths", "creating files is always permitted: the oracle judges what existed before"),
 )
 
 

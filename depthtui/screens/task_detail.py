@@ -25,12 +25,14 @@ from textual.widgets import (
 )
 
 from depthtui.screens.base import DataScreen
+from depthtui.screens.compare import CompareScreen
 from depthtui.screens.format import num, sync_rows
 from depthtui.widgets.ladder_grid import LEGEND, LadderGridView, grid_notes
 from depthtui.widgets.messages import Launch, OpenEpisode
 from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
 from store import views
+from store.protocol import get_contract
 
 
 def title_line(t: views.TaskDetail, figures: dict[str, Any] | None) -> Text:
@@ -98,7 +100,24 @@ def tests_view(t: views.TaskDetail) -> RenderableType:
     return Group(*parts) if parts else Text("no test files recorded", style="dim")
 
 
-def contract_view(t: views.TaskDetail) -> RenderableType:
+CREATED_SHOWN = 30  # paths the reference created, listed in the contract tab
+
+
+def reference_created(contract: dict[str, Any] | None) -> tuple[str, ...]:
+    """The paths the reference run created, as `validate` recorded them beside the contract
+    (store.protocol.get_contract's detail: reference_changes, kind "created")."""
+    detail = (contract or {}).get("detail") or {}
+    changes = detail.get("reference_changes") if isinstance(detail, dict) else None
+    if not isinstance(changes, dict):
+        return ()
+    return tuple(
+        sorted(p for p, kinds in changes.items() if isinstance(kinds, list) and "created" in kinds)
+    )
+
+
+def contract_view(t: views.TaskDetail, created: tuple[str, ...] = ()) -> RenderableType:
+    """The frozen contract as the oracle reads it (docs/safety.md): the changes it permits to
+    what existed before the run, and that creating new paths needs no permit."""
     c = t.contract
     if c is None:
         return Text("no contract yet: run `depthtui validate` on this task", style="dim")
@@ -111,13 +130,36 @@ def contract_view(t: views.TaskDetail) -> RenderableType:
     grid.add_row("frozen", c.created_at[:19].replace("T", " "))
     for flag in c.flags:
         grid.add_row("flag", safe_text(str(flag), 200, "yellow"))
-    permitted = Table(box=None, header_style="dim", title="permitted changes", title_justify="left")
+    heading = Text.assemble(
+        ("permitted changes", "italic"),
+        (" to what existed before the run; any other change to it is collateral", "dim"),
+    )
+    permitted = Table(box=None, header_style="dim")
     permitted.add_column("path")
     permitted.add_column("kinds")
     for path, kinds in sorted(c.permitted.items()):
-        permitted.add_row(safe_text(path, 300), safe_text(", ".join(map(str, kinds))))
+        shown = f"{path}  (and everything below it)" if path.endswith("/") else path
+        permitted.add_row(safe_text(shown, 300), safe_text(", ".join(map(str, kinds))))
     if not c.permitted:
-        permitted.add_row(Text("nothing may change", style="dim"), "")
+        permitted.add_row(
+            Text("none: every file and folder there before must stay as it was", style="dim"),
+            "",
+        )
+    creating = Text.assemble(
+        ("new paths  ", "bold"),
+        "creating files and folders is always permitted, anywhere in the home: the oracle "
+        "judges only what existed before the run. In a fault episode, what appears at the "
+        "fault's target (below) is judged by its integrity check.",
+    )
+    parts: list[RenderableType] = [grid, Text(""), heading, permitted, Text(""), creating]
+    if created:
+        made = Text("the reference created (permitted as new paths)", style="dim")
+        for path in created[:CREATED_SHOWN]:
+            made.append("\n  ")
+            made.append_text(safe_text(path, 300))
+        if len(created) > CREATED_SHOWN:
+            made.append(f"\n  and {len(created) - CREATED_SHOWN} more", style="dim")
+        parts += [Text(""), made]
     faults = Table(box=None, header_style="dim", title="fault targets", title_justify="left")
     faults.add_column("family")
     faults.add_column("target")
@@ -129,7 +171,7 @@ def contract_view(t: views.TaskDetail) -> RenderableType:
     for nodeid in c.tests:
         tests.append_text(safe_text(str(nodeid), 300))
         tests.append("\n")
-    return Group(grid, Text(""), permitted, Text(""), faults, Text(""), tests)
+    return Group(*parts, Text(""), faults, Text(""), tests)
 
 
 def episode_cells(e: views.EpisodeInfo) -> list:
@@ -155,6 +197,7 @@ class TaskDetailScreen(DataScreen):
         Binding("right_square_bracket", "tab(1)", "Next tab"),
         Binding("left_square_bracket", "tab(-1)", "Previous tab", show=False),
         Binding("r", "launch", "Run…"),
+        Binding("c", "compare", "Compare…"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
@@ -204,8 +247,9 @@ class TaskDetailScreen(DataScreen):
             detail = views.task_detail(conn, self.task_id)
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
+            created = reference_created(get_contract(conn, self.task_id))
         figures = next((t for t in app.report()["tasks"] if t["id"] == self.task_id), None)
-        self.deliver(self._show, detail, grid, episodes, figures)
+        self.deliver(self._show, detail, grid, episodes, figures, created)
 
     def _show(
         self,
@@ -213,6 +257,7 @@ class TaskDetailScreen(DataScreen):
         grid: views.LadderGrid,
         episodes: list[views.EpisodeInfo],
         figures: dict[str, Any] | None = None,
+        created: tuple[str, ...] = (),
     ) -> None:
         if detail is None:
             self.query_one("#task-title", Static).update(
@@ -237,7 +282,7 @@ class TaskDetailScreen(DataScreen):
             self.query_one("#instruction", Markdown).update(instruction_markdown(detail))
             self.query_one("#solution", Static).update(solution_view(detail))
             self.query_one("#tests", Static).update(tests_view(detail))
-        self.query_one("#contract", Static).update(contract_view(detail))
+        self.query_one("#contract", Static).update(contract_view(detail, created))
         self.mark_loaded()
 
     @on(DataTable.RowSelected, "#task-episodes")
@@ -264,3 +309,6 @@ class TaskDetailScreen(DataScreen):
 
     def action_launch(self) -> None:
         self.post_message(Launch((self.task_id,)))
+
+    def action_compare(self) -> None:
+        self.app.push_screen(CompareScreen(self.task_id))
