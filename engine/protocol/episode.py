@@ -1004,11 +1004,7 @@ def _policy_refusal(row: dict[str, Any] | None) -> bool:
 
 def _supersede(ctx: RunContext, episode_id: int, run_key: str, fields: dict[str, Any]) -> Any:
     # Kept (its turns too) but no longer the run's record, so the run is claimed afresh.
-    with ctx.store.tx() as conn:
-        conn.execute(
-            "UPDATE episodes SET status = 'superseded' WHERE id = ? AND status = 'done'",
-            (episode_id,),
-        )
+    ep.supersede_episode(ctx.store, episode_id)
     return queue.claim_episode(ctx.store, run_key, ctx.owner, fields, owner_alive=ctx.owner_alive)
 
 
