@@ -24,12 +24,12 @@ from rich.progress import (
 )
 
 from engine.jobs.executor import LOCAL_CHOICE, ExecutorChoice
-from engine.jobs.owner import this_owner
 from engine.jobs.runner import JobListener, JobOutcome, describe_event
 from engine.jobs.supervisor import Supervisor
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind, ProgressEvent, UnitResult
 from engine.protocol.registry import get_kind
+from engine.sandbox.labels import this_owner
 from store.db import Store
 from store.queue import ClaimedJob, job_state, set_job_message
 

@@ -23,8 +23,6 @@ from datetime import UTC, datetime, timedelta
 from store import vocab
 from store.db import Store
 
-CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
-D_ABOVE_80 = 99
 BASE_TIME = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 HOSTILE_LINE_BYTES = 5 * 1024 * 1024
 
@@ -860,7 +858,7 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
     for m, model in enumerate(models):
         limit = n_turns if m == 0 else best
         est: int | None = None
-        for cap in CAPS:
+        for cap in vocab.CAPS:
             if limit is not None and cap >= limit:
                 break
             true = task.true_depth[model]
@@ -897,7 +895,7 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
                 est = cap
                 break
         if m == 0 and est is None:
-            est = next((c for c in CAPS if c >= n_turns), D_ABOVE_80)
+            est = next((c for c in vocab.CAPS if c >= n_turns), vocab.ABOVE_LARGEST_CAP)
         if est is not None and (best is None or est < best):
             best = est
         _estimate(w, task, model, n_turns if m == 0 else None, est)
@@ -939,7 +937,7 @@ def _job(
     jid = w.ids.take("jobs")
     params = {"tasks": tasks, "models": list(w.spec.models), "workers": 2}
     if kind == "ladder":
-        params["caps"] = list(CAPS)
+        params["caps"] = list(vocab.CAPS)
     if kind == "episodes":
         params |= {"faults": ["perm_denied", "moved_input"], "attempts": 2}
     cli = (
@@ -1024,7 +1022,7 @@ def generate(
             )
 
     say("fault episodes")
-    families = ("clean", "perm_denied", "moved_input", "blocking_fifo")
+    families = ("clean", *vocab.FAULT_FAMILIES)
     for t in tasks:
         model = spec.models[0]
         for f, family in enumerate(families):

@@ -18,8 +18,6 @@ from typing import Any
 
 from store import vocab
 
-CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
-D_ABOVE_80 = 99  # how estimates store "passed only above the largest cap"
 TEXT_LIMIT = 20_000  # characters of a turn's text the replay loads; the rest is counted, not read
 BUILTIN_AGENTS = ("oracle", "nop", "replay")
 
@@ -74,7 +72,7 @@ def outcome_class(status: str | None, run_outcome: str | None, collateral: int |
 def depth_label(d: int | None) -> str:
     if d is None:
         return "–"
-    return ">80" if d >= D_ABOVE_80 else str(d)
+    return vocab.ABOVE_LARGEST_CAP_TEXT if d >= vocab.ABOVE_LARGEST_CAP else str(d)
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -321,7 +319,7 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     for key, runs in cells.items():
         cells[key] = sorted(runs, key=lambda run: run.episode_id)
     return LadderGrid(
-        caps=(*CAPS, None),
+        caps=(*vocab.CAPS, None),
         models=tuple(models),
         cells={k: tuple(v) for k, v in cells.items()},
         estimates=estimates,

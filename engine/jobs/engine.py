@@ -21,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.jobs.executor import EXECUTORS, LOCAL_CHOICE, ExecutorChoice, executor_problem
-from engine.jobs.owner import HEARTBEAT_S, this_owner
+from engine.jobs.owner import HEARTBEAT_S
 from engine.jobs.runner import JobOutcome
 from engine.jobs.supervisor import Supervisor
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind
 from engine.protocol.registry import get_kind
+from engine.sandbox.labels import this_owner
 from store.db import Store, StoreError
 from store.queue import (
     ClaimedJob,

@@ -33,6 +33,7 @@ from engine.sandbox import build_proxy
 from engine.sandbox.base import SandboxError
 from engine.sandbox.buildkit import to_classic
 from engine.sandbox.dockerapi import connect
+from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import Task
 
 BASE_IMAGE = "depthtui/base:bookworm"
@@ -353,7 +354,7 @@ def _run_build(
         "rm": True,
         "forcerm": True,
         "dockerfile": "Dockerfile",
-        "labels": json.dumps({"depthtui.task": task.id, **labels}),
+        "labels": json.dumps({LABEL_TASK: task.id, **labels}),
     }
     if buildargs:
         params["buildargs"] = json.dumps(buildargs)
