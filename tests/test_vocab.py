@@ -37,3 +37,23 @@ def test_every_fault_family_is_selectable_and_injectable() -> None:
         assert faults.plan_fault("t", family, empty, "", Permits()) is None
     with pytest.raises(faults.FaultError, match="unknown fault family 'no_such'"):
         faults.plan_fault("t", "no_such", empty, "", Permits())
+
+
+def test_every_option_a_jobs_command_names_is_an_option_of_its_verb() -> None:
+    """A job's equivalent command (engine/jobs/params.py) spells the verbs' options
+    (depthtui/commands/run.py) once more; a rename on one side only would store commands that
+    do not run."""
+    import typer
+    import typer.main
+
+    from depthtui.commands import registry
+
+    app = typer.Typer()
+    registry.register(app)
+    verbs = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for kind, params in PARAMS.items():
+        options = {o for p in verbs[kind].params for o in getattr(p, "opts", ())}
+        named = {*params.FLAGS.values(), *params.COMMON_FLAGS.values()}
+        if kind == "replay":  # replay's command names its own few options
+            named = {"--workers", "--accept-risk"}
+        assert named <= options, (kind, sorted(named - options))
