@@ -167,8 +167,8 @@ def run_foreground(
         )
     started = time.monotonic()
     with RichJobDisplay(console) as display:
-        # A store that refused the end (disk full) may take it a moment later.
-        outcome = supervisor.run(job, display, record_tries=3, record_wait_s=1.0)
+        outcome = supervisor.run(job, display)
+    outcome = supervisor.record_again(job, outcome, tries=3, wait_s=1.0)
     _print_outcome(console, job, outcome, time.monotonic() - started)
     if outcome.unrecorded:
         console.print(

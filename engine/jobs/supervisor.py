@@ -49,18 +49,10 @@ class Supervisor:
             return claim_next_job(self.store, self.owner)
         return claim_job(self.store, job_id, self.owner)
 
-    def run(
-        self,
-        job: ClaimedJob,
-        listener: JobListener | None = None,
-        *,
-        record_tries: int = 0,
-        record_wait_s: float = 1.0,
-    ) -> JobOutcome:
+    def run(self, job: ClaimedJob, listener: JobListener | None = None) -> JobOutcome:
         """Run a claimed job to its end and record that end; how it ended. A Ctrl-C that lands
-        outside the runner's own handling cancels the job. When the store refuses the end (disk
-        full), it is tried again `record_tries` times, `record_wait_s` apart; an outcome still
-        `unrecorded` after that is the caller's to retry later (`record_again`)."""
+        outside the runner's own handling cancels the job. When the store refused the end (disk
+        full), the outcome says so (`unrecorded`) and `record_again` tries once more."""
         try:
             outcome = run_job(
                 self.store,
@@ -74,15 +66,18 @@ class Supervisor:
             )
         except KeyboardInterrupt:
             outcome = record_end(self.store, job, self.owner, "cancelled", "cancelled (Ctrl-C)")
-        for _ in range(record_tries):
-            if not outcome.unrecorded:
-                break
-            time.sleep(record_wait_s)
-            outcome = self.record_again(job, outcome)
         return outcome
 
-    def record_again(self, job: ClaimedJob, outcome: JobOutcome) -> JobOutcome:
-        """Try once more to record an end the store refused; the outcome as it stands now."""
-        return record_end(
-            self.store, job, self.owner, outcome.status, outcome.message, outcome.results
-        )
+    def record_again(
+        self, job: ClaimedJob, outcome: JobOutcome, *, tries: int = 1, wait_s: float = 0.0
+    ) -> JobOutcome:
+        """Record an end the store refused, up to `tries` times `wait_s` apart (a full disk may
+        take it a moment later); the outcome as it stands then, still `unrecorded` if refused."""
+        for _ in range(tries):
+            if not outcome.unrecorded:
+                break
+            time.sleep(wait_s)
+            outcome = record_end(
+                self.store, job, self.owner, outcome.status, outcome.message, outcome.results
+            )
+        return outcome
