@@ -939,7 +939,7 @@ def _job(
     if kind == "ladder":
         params["caps"] = list(vocab.CAPS)
     if kind == "episodes":
-        params |= {"faults": ["perm_denied", "moved_input"], "attempts": 2}
+        params |= {"faults": list(vocab.TRAIN_FAULTS), "attempts": 2}
     cli = (
         f"depthtui {kind} "
         + " ".join(tasks[:3])
