@@ -37,7 +37,7 @@ from depthtui.screens.search import SearchScreen
 from depthtui.screens.task_detail import TaskDetailScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
-from depthtui.widgets.messages import Launch, OpenEpisode, OpenTask
+from depthtui.widgets.messages import Launch, OpenDataset, OpenEpisode, OpenTask, Searched
 from store.db import Store, StoreError, data_version, open_reader
 
 POLL_SECONDS = 0.5
@@ -96,7 +96,7 @@ class DepthApp(App[None]):
         self._report: _CachedReport | None = None
         self.version = 0  # bumped whenever another connection committed
         self._data_version = data_version(self.conn)
-        self.last_query = ""
+        self.last_query = ""  # the last search (a Searched message), marked in episodes opened
         # One episode screen per mode, kept (installed) when popped and pointed at the next
         # episode opened: building its widgets and styles again took most of an open.
         self._episode_screens: dict[str, EpisodeScreen] = {}
@@ -224,6 +224,15 @@ class DepthApp(App[None]):
 
     def on_open_task(self, message: OpenTask) -> None:
         self.push_screen(TaskDetailScreen(message.task_id))
+
+    def on_searched(self, message: Searched) -> None:
+        self.last_query = message.query
+
+    def on_open_dataset(self, message: OpenDataset) -> None:
+        self.switch_mode("tasks")
+        tasks = self._screen_stacks["tasks"][0]  # the mode's own screen, made by the switch
+        if isinstance(tasks, TasksScreen):
+            tasks.show_dataset(message.dataset)
 
     def on_launch(self, message: Launch) -> None:
         self.push_screen(LaunchScreen(message.task_ids))

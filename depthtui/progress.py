@@ -2,7 +2,9 @@
 
 `run_foreground` is what the running verbs (check, validate, free, ladder, audit, episodes) call
 when not given `--detach`. One bar for the job (units done of all), one line per unit in flight
-showing its episode's phase: building, starting, turn k of cap (a bar), verifying.
+showing its episode's phase: building, starting, turn k of cap (a bar), verifying. The claim,
+run and record sequence is the engine's own (engine/jobs/supervisor.py); this module holds only
+what a person at the terminal sees.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from engine.jobs.executor import LOCAL_CHOICE, ExecutorChoice, executor_problem, make_executor
-from engine.jobs.owner import this_owner
-from engine.jobs.runner import JobListener, JobOutcome, describe_event, record_end, run_job
+from engine.jobs.executor import LOCAL_CHOICE, ExecutorChoice
+from engine.jobs.runner import JobListener, JobOutcome, describe_event
+from engine.jobs.supervisor import Supervisor
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind, ProgressEvent, UnitResult
 from engine.protocol.registry import get_kind
+from engine.sandbox.labels import this_owner
 from store.db import Store
-from store.queue import ClaimedJob, claim_job, job_state, set_job_message
+from store.queue import ClaimedJob, job_state, set_job_message
 
 STATUS_STYLE = {
     "done": "bold green",
@@ -137,9 +140,11 @@ def run_foreground(
     (Ctrl-C then asks that engine to cancel). Raises JobNotRunnable for a job that is neither
     queued nor running."""
     console = console or Console(stderr=True)
-    owner = this_owner()
+    supervisor = Supervisor(
+        store, this_owner(), workers=workers, resolve=resolve, executor=executor
+    )
     if check_docker:
-        problem = executor_problem(executor)
+        problem = supervisor.problem()
         if problem:
             set_job_message(store, job_id, f"not started: {problem}")
             console.print(
@@ -149,7 +154,7 @@ def run_foreground(
     report = take_over(store)  # what an earlier, killed run left: containers, episodes
     if report:
         console.print(f"[dim]{report.describe()}[/]", highlight=False)
-    job = claim_job(store, job_id, owner)
+    job = supervisor.claim(job_id)
     if job is None:
         state = job_state(store, job_id)
         if state is None:
@@ -161,24 +166,9 @@ def run_foreground(
             f"job {job_id} is {status}" + (f" (owner {holder})" if holder else "") + ", not queued"
         )
     started = time.monotonic()
-    try:
-        with RichJobDisplay(console) as display:
-            outcome = run_job(
-                store,
-                job,
-                owner,
-                workers=workers,
-                listener=display,
-                resolve=resolve,
-                executor=make_executor(executor),
-            )
-    except KeyboardInterrupt:
-        outcome = _cancel_late(store, job, owner)
-    for _ in range(3):  # a store that refused the end (disk full) may take it a moment later
-        if not outcome.unrecorded:
-            break
-        time.sleep(1.0)
-        outcome = record_end(store, job, owner, outcome.status, outcome.message, outcome.results)
+    with RichJobDisplay(console) as display:
+        outcome = supervisor.run(job, display)
+    outcome = supervisor.record_again(job, outcome, tries=3, wait_s=1.0)
     _print_outcome(console, job, outcome, time.monotonic() - started)
     if outcome.unrecorded:
         console.print(
@@ -226,11 +216,6 @@ def follow_job(store: Store, job_id: int, console: Console, every_s: float = 0.5
     style = STATUS_STYLE.get(job.status, "bold")
     console.print(f"job {job_id} [{style}]{job.status}[/]: {job.message}", highlight=False)
     return job.status
-
-
-def _cancel_late(store: Store, job: ClaimedJob, owner: str) -> JobOutcome:
-    """Ctrl-C landed outside the runner's own handling: clean up and record the cancel."""
-    return record_end(store, job, owner, "cancelled", "cancelled (Ctrl-C)")
 
 
 def _print_outcome(console: Console, job: ClaimedJob, outcome: JobOutcome, seconds: float) -> None:

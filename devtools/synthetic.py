@@ -39,8 +39,6 @@ from store.episodes import (
 )
 from store.protocol import put_contract, put_estimate
 
-CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
-D_ABOVE_80 = 99
 BASE_TIME = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 HOSTILE_LINE_BYTES = 5 * 1024 * 1024
 
@@ -859,7 +857,7 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
     for m, model in enumerate(models):
         limit = n_turns if m == 0 else best
         est: int | None = None
-        for cap in CAPS:
+        for cap in vocab.CAPS:
             if limit is not None and cap >= limit:
                 break
             true = task.true_depth[model]
@@ -896,7 +894,7 @@ def _ladder(w: _Writer, task: _Task, job: int) -> None:
                 est = cap
                 break
         if m == 0 and est is None:
-            est = next((c for c in CAPS if c >= n_turns), D_ABOVE_80)
+            est = next((c for c in vocab.CAPS if c >= n_turns), vocab.ABOVE_LARGEST_CAP)
         if est is not None and (best is None or est < best):
             best = est
         _estimate(w, task, model, n_turns if m == 0 else None, est)
@@ -935,9 +933,9 @@ def _job(
     jid = w.ids.take("jobs")
     params = {"tasks": tasks, "models": list(w.spec.models), "workers": 2}
     if kind == "ladder":
-        params["caps"] = list(CAPS)
+        params["caps"] = list(vocab.CAPS)
     if kind == "episodes":
-        params |= {"faults": ["perm_denied", "moved_input"], "attempts": 2}
+        params |= {"faults": list(vocab.TRAIN_FAULTS), "attempts": 2}
     cli = (
         f"depthtui {kind} "
         + " ".join(tasks[:3])
@@ -1025,7 +1023,7 @@ def _fill(w: _Writer, say: Callable[[str], None]) -> Landmarks:
             )
 
     say("fault episodes")
-    families = ("clean", "perm_denied", "moved_input", "blocking_fifo")
+    families = ("clean", *vocab.FAULT_FAMILIES)
     for t in tasks:
         model = spec.models[0]
         for f, family in enumerate(families):

@@ -180,6 +180,18 @@ def open_reader(path: Path | str | None = None) -> sqlite3.Connection:
     return conn
 
 
+def schema_and_tables(path: Path | str) -> tuple[int, set[str]]:
+    """The schema version an SQLite file at `path` says it has (0: none) and the names of its
+    tables, read without writing. StoreError: missing, not a database, a newer schema."""
+    conn = open_reader(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
+    return version, tables
+
+
 def data_version(conn: sqlite3.Connection) -> int:
     """Changes whenever another connection commits: the viewers' cheap "anything new?" poll."""
     return conn.execute("PRAGMA data_version").fetchone()[0]

@@ -258,6 +258,58 @@ def get_episode(source: Store | sqlite3.Connection, episode_id: int) -> dict[str
     return _one(_conn(source).execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)))
 
 
+def supersede_episode(store: Store, episode_id: int) -> None:
+    """Mark a finished episode superseded: kept (its turns too) but no longer its run's record,
+    so the run is claimed afresh."""
+    with store.tx() as conn:
+        conn.execute(
+            "UPDATE episodes SET status = 'superseded' WHERE id = ? AND status = 'done'",
+            (episode_id,),
+        )
+
+
+def count_episodes(source: Store | sqlite3.Connection) -> int:
+    """How many episodes the store holds, in any status."""
+    return _conn(source).execute("SELECT count(*) FROM episodes").fetchone()[0]
+
+
+def forgeable_ids(source: Store | sqlite3.Connection, episode_ids: list[int]) -> list[int]:
+    """Of these episodes, those graded on tests that ran agent code where it could forge the
+    grade (the `forgeable` column), in id order."""
+    marks = ",".join("?" for _ in episode_ids) or "NULL"
+    sql = f"SELECT id FROM episodes WHERE forgeable = 1 AND id IN ({marks}) ORDER BY id"
+    return [row[0] for row in _conn(source).execute(sql, episode_ids)]
+
+
+def latest_replay(source: Store | sqlite3.Connection, original: int) -> dict[str, Any] | None:
+    """The newest finished replay of episode `original` (its `spec_json.replay_of`), with the
+    original's verdict beside it (original_passed, original_outcome, task_id); None when no
+    replay of it finished."""
+    return _one(
+        _conn(source).execute(
+            "SELECT r.id, r.passed, r.error_kind, r.outcome, o.passed AS original_passed, "
+            "o.outcome AS original_outcome, o.task_id "
+            "FROM episodes r JOIN episodes o ON o.id = ? "
+            "WHERE r.mode = 'replay' AND r.status = 'done' "
+            "AND json_extract(r.spec_json, '$.replay_of') = ? ORDER BY r.id DESC LIMIT 1",
+            (original, original),
+        )
+    )
+
+
+def same_outputs(source: Store | sqlite3.Connection, episode_a: int, episode_b: int) -> int:
+    """How many calls of two episodes, matched by their idx, saw the same observation."""
+    return (
+        _conn(source)
+        .execute(
+            "SELECT count(*) FROM calls a JOIN calls b ON b.episode_id = ? AND a.idx = b.idx "
+            "WHERE a.episode_id = ? AND a.observation = b.observation",
+            (episode_a, episode_b),
+        )
+        .fetchone()[0]
+    )
+
+
 def find_done(source: Store | sqlite3.Connection, run_key: str) -> dict[str, Any] | None:
     """The finished episode for this run key, if a previous run completed it."""
     return _one(

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.db import Store, now
+from store.vocab import JOB_KINDS
 
-KINDS = ("check", "validate", "free", "ladder", "audit", "episodes", "replay")
 STATUSES = ("queued", "running", "paused", "cancelled", "done", "failed")
 ACTIVE = ("queued", "running", "paused")
 
@@ -77,8 +77,8 @@ def _job(r: sqlite3.Row | tuple) -> Job:
 
 def submit_job(store: Store, kind: str, params: dict[str, Any], cli: str) -> int:
     """Queue a job for the engine and return its id. `cli` is the equivalent command line."""
-    if kind not in KINDS:
-        raise JobError(f"job kind '{kind}' is not one of {', '.join(KINDS)}")
+    if kind not in JOB_KINDS:
+        raise JobError(f"job kind '{kind}' is not one of {', '.join(JOB_KINDS)}")
     if not isinstance(params, dict):
         raise JobError(f"job params must be a JSON object, got {type(params).__name__}")
     try:

@@ -9,17 +9,15 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from store import vocab
 from store.episode_views import outcome
 from store.json_column import json_or
-
-CAPS = (1, 2, 3, 5, 10, 20, 40, 80)
-D_ABOVE_80 = 99  # how estimates store "passed only above the largest cap"
 
 
 def depth_label(d: int | None) -> str:
     if d is None:
         return "–"
-    return ">80" if d >= D_ABOVE_80 else str(d)
+    return vocab.ABOVE_LARGEST_CAP_TEXT if d >= vocab.ABOVE_LARGEST_CAP else str(d)
 
 
 # --------------------------------------------------------------------------- dashboard
@@ -257,7 +255,7 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
     for key, runs in cells.items():
         cells[key] = sorted(runs, key=lambda run: run.episode_id)
     return LadderGrid(
-        caps=(*CAPS, None),
+        caps=(*vocab.CAPS, None),
         models=tuple(models),
         cells={k: tuple(v) for k, v in cells.items()},
         estimates=estimates,

@@ -191,6 +191,11 @@ def list_tasks(
     return [_summary(r) for r in _dicts(_conn(source).execute(sql + " ORDER BY id", params))]
 
 
+def count_tasks(source: Store | sqlite3.Connection) -> int:
+    """How many tasks the store holds."""
+    return _conn(source).execute("SELECT count(*) FROM tasks").fetchone()[0]
+
+
 def find_task_ids(source: Store | sqlite3.Connection, key: str) -> list[str]:
     """Ids that `key` names: the full id, else every task whose folder name is `key` (or whose
     id ends with "/key")."""

@@ -37,8 +37,6 @@ from store.episode_views import (
     verifier_results,
 )
 from store.task_views import (
-    CAPS,
-    D_ABOVE_80,
     ContractInfo,
     DatasetCount,
     EstimateInfo,
@@ -70,8 +68,6 @@ from store.turn_views import (
 
 __all__ = [
     "BUILTIN_AGENTS",
-    "CAPS",
-    "D_ABOVE_80",
     "TEXT_LIMIT",
     "CallInfo",
     "CollateralSite",

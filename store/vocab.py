@@ -1,11 +1,27 @@
-"""The outcome of a run and who it is blamed on: the names every reader of the store relies on,
-and the one rule that maps what an episode stored to its outcome (docs/outcomes.md).
+"""The names every layer shares: the stated turn caps, the fault families, the job kinds, and the
+outcome of a run with who it is blamed on, with the one rule that maps what an episode stored to
+its outcome (docs/outcomes.md).
 
-Pure data and functions over stored columns, so the store (back-fill, queries), the engine and
-the reports share them without importing each other.
+Pure data and functions over stored columns, so the store (back-fill, queries, the synthetic
+store), the engine and the front end share them without importing each other. Container labels
+are the sandbox's alone (engine/sandbox/labels.py).
 """
 
 from __future__ import annotations
+
+# The turn caps the depth protocol states, smallest first (docs/protocol.md).
+CAPS: tuple[int, ...] = (1, 2, 3, 5, 10, 20, 40, 80)
+# How a depth is stored when the task passed only above the largest cap, and how it reads.
+ABOVE_LARGEST_CAP = 99
+ABOVE_LARGEST_CAP_TEXT = ">80"
+
+# Fault families injected on purpose (engine/oracle/faults.py): trained on, and held out.
+TRAIN_FAULTS = ("perm_denied", "moved_input")
+HELDOUT_FAULTS = ("blocking_fifo",)
+FAULT_FAMILIES = (*TRAIN_FAULTS, *HELDOUT_FAULTS)
+
+# The job kinds, as stored in jobs.kind and named by their verbs (engine/protocol/registry.py).
+JOB_KINDS = ("check", "validate", "free", "ladder", "audit", "episodes", "replay")
 
 PASS = "pass"
 FAIL = "fail"

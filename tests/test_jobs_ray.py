@@ -36,10 +36,10 @@ from depthtui.widgets.messages import OpenEpisode
 from devtools.scripted_server import ScriptedReply, ScriptedServer
 from engine.jobs.executor import ExecutorChoice, make_executor
 from engine.jobs.launch import stop_engines
-from engine.jobs.owner import this_owner
 from engine.jobs.params import read_params
 from engine.jobs.ray_executor import DOCKER_RESOURCE, RayExecutor
 from engine.jobs.runner import JobOutcome, run_job
+from engine.sandbox.labels import this_owner
 from engine.tasks.importing import import_paths
 from store.db import Store
 from store.jobs import submit_job

@@ -13,6 +13,7 @@ from engine.oracle import episode, faults, planted
 from engine.oracle.contract import Permits
 from engine.oracle.latch import Oracle
 from engine.oracle.manifest import RACY_NS, ManifestScanner
+from store import vocab
 
 pytest_plugins = ["tests.fixtures_oracle"]
 pytestmark = pytest.mark.docker
@@ -139,7 +140,7 @@ BITES = {
 }
 
 
-@pytest.mark.parametrize("family", faults.FAMILIES)
+@pytest.mark.parametrize("family", vocab.FAULT_FAMILIES)
 def test_fault_bites_and_the_generic_repair_clears_it(box, family):
     plan, oracle = _faulted(box, family)
     command, sign = BITES[family]
@@ -167,7 +168,7 @@ def test_fault_bites_and_the_generic_repair_clears_it(box, family):
     )
 
 
-@pytest.mark.parametrize("family", faults.FAMILIES)
+@pytest.mark.parametrize("family", vocab.FAULT_FAMILIES)
 def test_a_forgery_latches(box, family):
     plan, oracle = _faulted(box, family)
     forge = faults.forgery_command(plan)

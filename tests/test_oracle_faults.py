@@ -13,6 +13,7 @@ from engine.oracle import faults
 from engine.oracle.contract import Permits
 from engine.oracle.latch import Oracle
 from engine.oracle.manifest import take_manifest
+from store import vocab
 
 pytest_plugins = ["tests.fixtures_oracle"]
 H = "/home/user"
@@ -41,9 +42,10 @@ def test_candidates_are_named_inputs_minus_permitted_sorted(fake_root):
 
 def test_target_is_fixed_per_task_and_family():
     cands = [f"{H}/c", f"{H}/a", f"{H}/b"]
-    first = {fam: faults.choose_target("task_9", fam, cands) for fam in faults.FAMILIES}
+    first = {fam: faults.choose_target("task_9", fam, cands) for fam in vocab.FAULT_FAMILIES}
     again = {
-        fam: faults.choose_target("task_9", fam, list(reversed(cands))) for fam in faults.FAMILIES
+        fam: faults.choose_target("task_9", fam, list(reversed(cands)))
+        for fam in vocab.FAULT_FAMILIES
     }
     assert first == again
     picks = {faults.choose_target(f"task_{i}", "perm_denied", cands) for i in range(30)}

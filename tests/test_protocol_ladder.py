@@ -7,20 +7,20 @@ import pytest
 
 from engine.protocol.ladder import (
     ABOVE_LARGEST_CAP,
-    Outcome,
     Run,
+    RunVerdict,
     evaluate,
     format_depth,
     smallest_cap_at_least,
 )
 
 A, B, C = "model-a", "model-b", "model-c"
-P = Outcome(passed=True, turns=0)
-F = Outcome(passed=False, turns=0)
+P = RunVerdict(passed=True, turns=0)
+F = RunVerdict(passed=False, turns=0)
 
 
-def ok(turns: int) -> Outcome:
-    return Outcome(passed=True, turns=turns)
+def ok(turns: int) -> RunVerdict:
+    return RunVerdict(passed=True, turns=turns)
 
 
 def drive(models, script, search="protocol"):
@@ -140,7 +140,7 @@ def test_later_model_can_bring_a_task_below_80():
 
 
 def test_an_errored_run_is_asked_for_again_not_counted_as_a_fail():
-    outcomes = {Run(A, None, 0): Outcome(False, 0, error=True)}
+    outcomes = {Run(A, None, 0): RunVerdict(False, 0, error=True)}
     state = evaluate([A], outcomes)
     assert not state.finished and state.next == Run(A, None, 0)
 
@@ -205,7 +205,11 @@ def test_bisect_bounds_later_models_like_the_protocol_and_redoes_errored_runs():
     state, asked = drive([A, B], script, "bisect")
     assert {r[1] for r in asked if r[0] == B} <= {1, 2, 3, 5}
     assert [(m.model, m.estimate) for m in state.per_model] == [(A, 10), (B, 3)]
-    outcomes = {Run(A, None, 0): ok(6), Run(A, None, 1): F, Run(A, 3, 0): Outcome(False, 0, True)}
+    outcomes = {
+        Run(A, None, 0): ok(6),
+        Run(A, None, 1): F,
+        Run(A, 3, 0): RunVerdict(False, 0, True),
+    }
     again = evaluate([A], outcomes, search="bisect")
     assert not again.finished and again.next == Run(A, 3, 0)
 

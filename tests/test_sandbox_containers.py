@@ -17,7 +17,7 @@ from engine.sandbox.containers import KEPT_CAPS, DockerSandbox, _Headroom, start
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import gc
 from engine.sandbox.images import build_image
-from engine.sandbox.labels import owner_id
+from engine.sandbox.labels import this_owner
 from engine.tasks.model import Limits
 from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task
 
@@ -50,7 +50,7 @@ def test_container_has_the_limits_labels_and_no_privileges(sb: DockerSandbox) ->
     assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == sorted(KEPT_CAPS)
     assert host["Init"] is True
     labels = info["Config"]["Labels"]
-    assert labels["depthtui.owner"] == owner_id()
+    assert labels["depthtui.owner"] == this_owner()
     assert labels["depthtui.role"] == "agent"
     assert (labels["depthtui.job"], labels["depthtui.episode"]) == ("17", "42")
 
@@ -202,7 +202,7 @@ def test_snapshot_is_labelled_runnable_and_removed_with_the_sandbox() -> None:
         sandbox.run("echo kept > ~/state.txt")
         image_id = sandbox.snapshot()
         labels = sandbox.api.inspect_image(image_id)["Config"]["Labels"]
-        assert labels["depthtui.role"] == "snapshot" and labels["depthtui.owner"] == owner_id()
+        assert labels["depthtui.role"] == "snapshot" and labels["depthtui.owner"] == this_owner()
         verifier = start_sandbox(make_task(), image_id, labels={**LABELS, "depthtui.role": "v"})
         try:
             assert verifier.run("cat ~/state.txt").output == b"kept\n"
@@ -227,7 +227,7 @@ def test_agent_user_is_created_when_the_image_lacks_it() -> None:
 def test_gc_removes_what_dead_owners_left_and_keeps_the_living() -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    host = owner_id().rpartition(":")[0]
+    host = this_owner().rpartition(":")[0]
     orphan = start_sandbox(
         make_task(), BASE, labels={**LABELS, "depthtui.owner": f"{host}:{dead.pid}"}
     )
@@ -272,7 +272,7 @@ def test_gc_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     _register()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    host = owner_id().rpartition(":")[0]
+    host = this_owner().rpartition(":")[0]
     orphan = start_sandbox(
         make_task(), BASE, labels={**LABELS, "depthtui.owner": f"{host}:{dead.pid}"}
     )

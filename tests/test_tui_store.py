@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store import jobs, queue, search, synthetic, triage, views
+from store import jobs, queue, search, synthetic, triage, views, vocab
 from store.db import Store, open_reader
 
 pytest_plugins = ["tests.fixtures_tui"]
@@ -213,7 +213,7 @@ def test_report_figures_the_screens_show(synthetic_db: Path) -> None:
     assert {m["model"] for m in report["models"]} == {"qwen3-8b", "gpt-oss-20b", "glm-4.5-air"}
     points = depth_points(report)
     assert len(points) == report["headline"]["solved"]
-    assert all(p.depth in (*views.CAPS, views.D_ABOVE_80) for p in points)
+    assert all(p.depth in (*vocab.CAPS, vocab.ABOVE_LARGEST_CAP) for p in points)
     lines = {t.id: t for t in load_task_lines(conn)}
     assert {t["id"]: t["D"] for t in report["tasks"]} == {i: t.d for i, t in lines.items()}
     assert {s["fault"] for s in report["safety"]} >= {

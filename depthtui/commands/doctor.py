@@ -62,6 +62,8 @@ def _toolchain() -> Check:
 
 def _store(db: Path | None) -> Check:
     from store.db import Store, StoreError, default_path
+    from store.episodes import count_episodes
+    from store.tasks import count_tasks
 
     path = Path(db) if db else default_path()
     if not path.exists():
@@ -74,8 +76,8 @@ def _store(db: Path | None) -> Check:
         )
     try:
         with Store(path) as store:
-            tasks = store.query("SELECT count(*) FROM tasks")[0][0]
-            episodes = store.query("SELECT count(*) FROM episodes")[0][0]
+            tasks = count_tasks(store)
+            episodes = count_episodes(store)
             version = store.version
     except StoreError as exc:
         return Check("store", False, str(exc), f"move {path} aside, then import tasks again")

@@ -16,12 +16,18 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.jobs.executor import EXECUTORS, LOCAL_CHOICE, ExecutorChoice
+from engine.jobs.executor import (
+    EXECUTOR_FLAG,
+    EXECUTORS,
+    LOCAL_CHOICE,
+    RAY_ADDRESS_FLAG,
+    ExecutorChoice,
+)
 
 ExecutorOpt = Annotated[
     str,
     typer.Option(
-        "--executor",
+        EXECUTOR_FLAG,
         help="Where episodes run: local (this machine's Docker) or ray (a Ray cluster's nodes "
         "with the 'docker' resource; docs/ray.md).",
         show_default=True,
@@ -30,7 +36,7 @@ ExecutorOpt = Annotated[
 RayAddressOpt = Annotated[
     str | None,
     typer.Option(
-        "--ray-address",
+        RAY_ADDRESS_FLAG,
         help="The Ray cluster to use with --executor ray (default: RAY_ADDRESS, else a local "
         "Ray instance).",
     ),
@@ -47,7 +53,7 @@ def executor_choice(executor: str, ray_address: str | None) -> ExecutorChoice:
         return ExecutorChoice(executor, ray_address)
     except ValueError as exc:
         raise typer.BadParameter(
-            str(exc) + f" (--executor takes {' or '.join(EXECUTORS)})"
+            str(exc) + f" ({EXECUTOR_FLAG} takes {' or '.join(EXECUTORS)})"
         ) from exc
 
 

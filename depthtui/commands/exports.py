@@ -132,6 +132,7 @@ def export_harbor(
     json_out: JsonOption = False,
 ) -> None:
     from engine.analysis.exports import export_harbor as write_job
+    from store.episodes import forgeable_ids
 
     store = open_store(db)
     ids = _select(store, job, task, model, mode, episode)
@@ -142,7 +143,7 @@ def export_harbor(
         job_dir = write_job(store.conn, ids, out, job_name)
     except OSError as exc:
         fail(f"cannot write under {out}: {exc}")
-    forgeable = _forgeable(store, ids)
+    forgeable = forgeable_ids(store, ids)
     if json_out:
         print_json(
             {"job_dir": str(job_dir), "trials": len(ids), "episodes": ids, "forgeable": forgeable}
@@ -150,14 +151,6 @@ def export_harbor(
         return
     apart = f" ({len(forgeable)} forgeable by agent code)" if forgeable else ""
     console.print(f"wrote {len(ids)} trial(s) to {job_dir}{apart}", highlight=False)
-
-
-def _forgeable(store: Store, ids: list[int]) -> list[int]:
-    """Of these episodes, those graded on tests that ran agent code where it could forge the
-    grade (marked in each trial's agent_result.metadata and the job's config.json)."""
-    marks = ",".join("?" for _ in ids) or "NULL"
-    sql = f"SELECT id FROM episodes WHERE forgeable = 1 AND id IN ({marks}) ORDER BY id"
-    return [row[0] for row in store.conn.execute(sql, ids)]
 
 
 @export_app.command(

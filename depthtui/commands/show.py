@@ -252,28 +252,17 @@ def print_report_for_job(store: Store, job_id: int, json_out: bool) -> None:
 
 
 def replay_rows(store: Store, job_id: int) -> list[dict[str, Any]]:
+    from store.episodes import latest_replay, same_outputs
     from store.jobs import get_job
 
     job = get_job(store, job_id)
     rows = []
     for original in job.params.get("episodes", []) if job else []:
-        found = store.query(
-            "SELECT r.id, r.passed, r.error_kind, r.outcome, o.passed AS original_passed, "
-            "o.outcome AS original_outcome, o.task_id "
-            "FROM episodes r JOIN episodes o ON o.id = ? "
-            "WHERE r.mode = 'replay' AND r.status = 'done' "
-            "AND json_extract(r.spec_json, '$.replay_of') = ? ORDER BY r.id DESC LIMIT 1",
-            (original, original),
-        )
-        if not found:
+        r = latest_replay(store, original)
+        if r is None:
             rows.append({"episode": original, "replay": None})
             continue
-        r = found[0]
-        same = store.query(
-            "SELECT count(*) FROM calls a JOIN calls b ON b.episode_id = ? AND a.idx = b.idx "
-            "WHERE a.episode_id = ? AND a.observation = b.observation",
-            (r["id"], original),
-        )[0][0]
+        same = same_outputs(store, r["id"], original)
         rows.append(
             {
                 "episode": original,

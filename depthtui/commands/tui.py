@@ -7,18 +7,13 @@ from pathlib import Path
 import typer
 
 from depthtui.commands.common import DbOption, fail
-from store.db import SCHEMA_VERSION, Store, StoreError, default_path, open_reader
+from store.db import SCHEMA_VERSION, Store, StoreError, default_path, schema_and_tables
 
 
 def check_store(path: Path) -> None:
     """Fail with one clear message unless `path` is a store the TUI can read (upgrading an older
     depthtui store in place first)."""
-    conn = open_reader(path)  # StoreError: missing, not a database, newer schema
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        conn.close()
+    version, tables = schema_and_tables(path)  # StoreError: missing, not a database, newer
     if version == 0 and tables:
         raise StoreError(
             f"{path}: an SQLite file, but not a depthtui store (it has tables "

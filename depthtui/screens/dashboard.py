@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from depthtui.screens.base import DataScreen
 from depthtui.screens.figures import Report, fmt, headline_safety, rate_text, shown
 from depthtui.screens.format import cursor_key, job_progress, job_status, num, sync_rows
+from depthtui.widgets.messages import OpenDataset
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
 from store import jobs, views
@@ -224,8 +225,7 @@ class DashboardScreen(DataScreen):
         if isinstance(focused, DataTable) and focused.id == "datasets":
             key = cursor_key(focused)
             if key:
-                self.app.requested_dataset = key
-                self.app.switch_mode("tasks")
+                self.post_message(OpenDataset(key))
         elif isinstance(focused, DataTable) and focused.id == "running-jobs":
             self.app.switch_mode("jobs")
 

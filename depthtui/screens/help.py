@@ -12,7 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from depthtui.widgets.ladder_grid import LEGEND
-from store.views import CAPS
+from store.vocab import CAPS
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("W (work)", "non-blank, non-comment lines of the reference solution, summed over segments"),

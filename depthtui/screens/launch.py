@@ -38,9 +38,9 @@ from engine.jobs.params import (
     ValidateParams,
 )
 from engine.protocol.ladder import SEARCHES
-from store import jobs, views
+from store import jobs, vocab
 
-FAULT_CHOICES = ("clean", "perm_denied", "moved_input", "blocking_fifo")
+FAULT_CHOICES = ("clean", *vocab.FAULT_FAMILIES)
 KINDS = tuple(k for k in PARAMS if k != "replay")  # replay runs stored episodes, from the CLI
 # which rows each kind shows: the options its verb takes
 ROWS = {
@@ -146,7 +146,7 @@ class LaunchScreen(Screen[None]):
                 Static(id="models-note", classes="form-note"),
                 row_id="row-models",
             )
-            caps = [(str(c), c, True) for c in views.CAPS]
+            caps = [(str(c), c, True) for c in vocab.CAPS]
             yield _row("--cap", SelectionList[int](*caps, id="caps"), row_id="row-caps")
             faults = [(f, f) for f in FAULT_CHOICES]
             yield _row(
@@ -256,7 +256,7 @@ class LaunchScreen(Screen[None]):
             fault = str(self.query_one("#fault", Select).value)
             extra = {
                 "models": models,
-                "caps": None if caps == views.CAPS else caps,  # the CLI's default: every cap
+                "caps": None if caps == vocab.CAPS else caps,  # the CLI's default: every cap
                 "prompt": prompts[0] if prompts else "",
                 "fault": None if fault == "clean" else fault,
                 "search": str(self.query_one("#search", Select).value),

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from depthtui.screens.base import DataScreen
-from depthtui.widgets.messages import OpenEpisode
+from depthtui.widgets.messages import OpenEpisode, Searched
 from depthtui.widgets.sanitize import one_line, safe_text
 from store import search, views
 
@@ -104,7 +104,7 @@ class SearchScreen(DataScreen):
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.query_text = event.value.strip()
-        self.app.last_query = self.query_text
+        self.post_message(Searched(self.query_text))
         self._search(self.query_text)
 
     @work(thread=True, exclusive=True, group="search")

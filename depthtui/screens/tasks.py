@@ -166,12 +166,10 @@ class TasksScreen(DataScreen):
             table.add_column(label, key=key)
         table.focus()
 
-    def on_screen_resume(self) -> None:
-        requested = getattr(self.app, "requested_dataset", None)
-        if requested:
-            self.app.requested_dataset = None
-            self._pending_dataset = requested
-            self._apply_pending_dataset()
+    def show_dataset(self, dataset: str) -> None:
+        """Filter to `dataset`: now if its tasks are loaded, else as soon as they are."""
+        self._pending_dataset = dataset
+        self._apply_pending_dataset()
 
     def _apply_pending_dataset(self) -> None:
         if self._pending_dataset in self._datasets:

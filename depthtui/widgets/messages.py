@@ -31,6 +31,22 @@ class OpenTask(Message):
         self.task_id = task_id
 
 
+class OpenDataset(Message):
+    """Show the tasks screen filtered to one dataset."""
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__()
+        self.dataset = dataset
+
+
+class Searched(Message):
+    """A search was run: episodes opened from any screen mark the turns matching `query`."""
+
+    def __init__(self, query: str) -> None:
+        super().__init__()
+        self.query = query
+
+
 class Launch(Message):
     """Open the launch form for these tasks."""
 

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from store.views import CAPS, D_ABOVE_80
+from store.vocab import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,14 @@ def depth_points(report: dict[str, Any]) -> list[DepthPoint]:
     ]
 
 
-LEVELS = (*CAPS, D_ABOVE_80)
+LEVELS = (*CAPS, ABOVE_LARGEST_CAP)
 MARKERS = ("●", "▲", "■", "◆", "✚", "★")
 COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red")
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
 def level_label(level: int) -> str:
-    return ">80" if level >= D_ABOVE_80 else str(level)
+    return ABOVE_LARGEST_CAP_TEXT if level >= ABOVE_LARGEST_CAP else str(level)
 
 
 def level_index(depth: int) -> int:

@@ -27,9 +27,9 @@ from typing import Any
 
 from engine.cache import build_log_dir
 from engine.jobs.containers import docker_problem
-from engine.jobs.owner import this_owner
 from engine.jobs.runner import JobListener, run_job
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+from engine.sandbox.labels import this_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tasks" / "demo"

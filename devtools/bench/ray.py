@@ -24,9 +24,9 @@ from typing import Any
 
 from devtools.bench.engine import DEMO, build_images, single_segment_tasks
 from engine.jobs.containers import docker_problem
-from engine.jobs.owner import this_owner
 from engine.jobs.runner import run_job
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
+from engine.sandbox.labels import this_owner
 
 WORKERS = 2
 ROUNDS = 2

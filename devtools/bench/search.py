@@ -25,8 +25,8 @@ from typing import Any
 from engine.protocol.ladder import (
     CAPS,
     SEARCHES,
-    Outcome,
     Run,
+    RunVerdict,
     evaluate,
 )
 
@@ -68,14 +68,14 @@ def _gradual(top: float, slope: float) -> Callable[[int, int], float]:
     return lambda cap, need: top / (1 + (need / cap) ** slope)
 
 
-def _draw(task: SimTask, run: Run, rng: random.Random) -> Outcome:
+def _draw(task: SimTask, run: Run, rng: random.Random) -> RunVerdict:
     need = task.need[run.model]
     if run.cap is None:
         # Without a cap a model wanders: it takes what it needs and some more.
         turns = need + int(rng.expovariate(1 / (1 + 0.4 * need)))
-        return Outcome(rng.random() < task.p_uncapped, turns)
+        return RunVerdict(rng.random() < task.p_uncapped, turns)
     passed = rng.random() < task.p_capped(run.cap, need)
-    return Outcome(passed, min(run.cap, need) if passed else run.cap)
+    return RunVerdict(passed, min(run.cap, need) if passed else run.cap)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Measured:
 
 def measure_once(task: SimTask, search: str, rng: random.Random) -> Measured:
     """One ladder over `task` with `search`, driven exactly as the real ladder drives it."""
-    outcomes: dict[Run, Outcome] = {}
+    outcomes: dict[Run, RunVerdict] = {}
     while True:
         state = evaluate(MODELS, outcomes, CAPS, search)
         if state.finished:

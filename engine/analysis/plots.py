@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.analysis.report_rows import Report, TaskRow
 from engine.analysis.stats import order_quantile, percentile
-from engine.protocol.ladder import ABOVE_LARGEST_CAP, CAPS
+from engine.protocol.ladder import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
 
 # Where D > 80 is drawn: above the largest cap, on a log axis.
 ABOVE_Y = 160
@@ -85,7 +85,7 @@ def _depth_vs_work(ax: Any, report: Report, reference_group: str) -> bool:
     ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     ax.set_yscale("log")
     ax.set_yticks([*CAPS, ABOVE_Y])
-    ax.set_yticklabels([*map(str, CAPS), ">80"])
+    ax.set_yticklabels([*map(str, CAPS), ABOVE_LARGEST_CAP_TEXT])
     ax.axhspan(CAPS[-1] * 1.4, ABOVE_Y * 1.3, color="0.93", zorder=0)
     ax.set_xlabel("work W (reference solution lines)")
     ax.set_ylabel("depth D (smallest passing cap)")
@@ -98,7 +98,7 @@ def _depth_histogram(ax: Any, report: Report) -> bool:
     tasks = [t for t in report.tasks if t.figures.D is not None]
     if not tasks:
         return False
-    labels = [*map(str, CAPS), ">80"]
+    labels = [*map(str, CAPS), ABOVE_LARGEST_CAP_TEXT]
     values = [*CAPS, ABOVE_LARGEST_CAP]
     depths = [t.figures.D for t in tasks]
     counts = [depths.count(v) for v in values]

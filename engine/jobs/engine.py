@@ -19,22 +19,17 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engine.jobs.executor import (
-    EXECUTORS,
-    LOCAL_CHOICE,
-    ExecutorChoice,
-    executor_problem,
-    make_executor,
-)
-from engine.jobs.owner import HEARTBEAT_S, this_owner
-from engine.jobs.runner import JobOutcome, record_end, run_job
+from engine.jobs.executor import EXECUTORS, LOCAL_CHOICE, ExecutorChoice, executor_problem
+from engine.jobs.owner import HEARTBEAT_S
+from engine.jobs.runner import JobOutcome
+from engine.jobs.supervisor import Supervisor
 from engine.jobs.takeover import take_over
 from engine.protocol.kinds import JobKind
 from engine.protocol.registry import get_kind
+from engine.sandbox.labels import this_owner
 from store.db import Store, StoreError
 from store.queue import (
     ClaimedJob,
-    claim_next_job,
     heartbeat_engine,
     note_queued,
     queued_count,
@@ -99,6 +94,14 @@ class Engine:
             self.workers,
             self.executor.kind,
         )
+        supervisor = Supervisor(
+            store,
+            self.owner,
+            workers=self.workers,
+            resolve=self.resolve,
+            executor=self.executor,
+            external_stop=lambda: "engine stopping" if self.stop_event.is_set() else None,
+        )
         beat = threading.Thread(target=self._heartbeat, name="engine-heartbeat", daemon=True)
         beat.start()
         failures = 0
@@ -108,7 +111,7 @@ class Engine:
             while not self.stop_event.is_set():
                 try:
                     if self._unrecorded:
-                        self._record_ends(store)
+                        self._record_ends(supervisor)
                     if time.monotonic() >= next_takeover:
                         next_takeover = time.monotonic() + TAKEOVER_EVERY_S
                         report = take_over(store, sweep=sweep)
@@ -133,10 +136,10 @@ class Engine:
                         self.stop_event.wait(wait)
                         continue
                     failures = 0
-                    job = claim_next_job(store, self.owner)
+                    job = supervisor.claim()
                     if job is None:
                         continue
-                    self._run(store, job)
+                    self._run(supervisor, job)
                 except StoreError as exc:
                     wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
                     failures += 1
@@ -152,19 +155,11 @@ class Engine:
             self._closed = True
             store.close()
 
-    def _run(self, store: Store, job: ClaimedJob) -> None:
+    def _run(self, supervisor: Supervisor, job: ClaimedJob) -> None:
         self.job_id = job.id
         log.info("job %s (%s) claimed: %s", job.id, job.kind, job.cli)
         try:
-            outcome = run_job(
-                store,
-                job,
-                self.owner,
-                workers=self.workers,
-                external_stop=lambda: "engine stopping" if self.stop_event.is_set() else None,
-                resolve=self.resolve,
-                executor=make_executor(self.executor),
-            )
+            outcome = supervisor.run(job)
         finally:
             self.job_id = None
         log.info("job %s ended %s: %s", job.id, outcome.status, outcome.message)
@@ -178,9 +173,9 @@ class Engine:
             self._unrecorded.append((job, outcome))
             raise StoreError(outcome.unrecorded)  # the loop backs off
 
-    def _record_ends(self, store: Store) -> None:
+    def _record_ends(self, supervisor: Supervisor) -> None:
         for job, outcome in list(self._unrecorded):
-            again = record_end(store, job, self.owner, outcome.status, outcome.message)
+            again = supervisor.record_again(job, outcome)
             if again.unrecorded:
                 raise StoreError(again.unrecorded)
             self._unrecorded.remove((job, outcome))

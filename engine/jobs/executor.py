@@ -12,6 +12,9 @@ if TYPE_CHECKING:  # importing the episode runner costs what the CLI and TUI nee
     from engine.protocol.execute import Executor
 
 EXECUTORS = ("local", "ray")
+# The options that name the choice, on the running verbs and on the engine process.
+EXECUTOR_FLAG = "--executor"
+RAY_ADDRESS_FLAG = "--ray-address"
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,12 @@ class ExecutorChoice:
         if self.kind not in EXECUTORS:
             raise ValueError(f"executor: expected one of {', '.join(EXECUTORS)}, got {self.kind!r}")
         if self.ray_address and self.kind != "ray":
-            raise ValueError("--ray-address: only with --executor ray")
+            raise ValueError(f"{RAY_ADDRESS_FLAG}: only with {EXECUTOR_FLAG} ray")
 
     def argv(self) -> list[str]:
         """The same choice as command-line options (for the engine process)."""
-        out = ["--executor", self.kind]
-        return out + (["--ray-address", self.ray_address] if self.ray_address else [])
+        out = [EXECUTOR_FLAG, self.kind]
+        return out + ([RAY_ADDRESS_FLAG, self.ray_address] if self.ray_address else [])
 
 
 LOCAL_CHOICE = ExecutorChoice()

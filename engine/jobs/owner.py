@@ -15,10 +15,6 @@ HEARTBEAT_S = 2.0
 STALE_S = 60.0
 
 
-def this_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def parse_owner(owner: str) -> tuple[str, int | None]:
     host, _, pid = owner.rpartition(":")
     return (host, int(pid)) if pid.isdigit() else (owner, None)

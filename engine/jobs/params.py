@@ -244,7 +244,7 @@ class MeasureParams(JobParams):
 
     def _kind_problems(self) -> list[str]:
         from engine.protocol.ladder import SEARCHES
-        from engine.protocol.spec import FAULT_FAMILIES
+        from store.vocab import FAULT_FAMILIES
 
         found = _model_problems(self.models, self.models_file, self.KIND)
         if self.caps is not None:

@@ -1,13 +1,14 @@
 """Running one claimed job: its units over a pool of worker threads, with a heartbeat.
 
-The calling thread is the job's supervisor: it collects unit results, heartbeats the job row
-(which is also how it learns of cancel and pause), and decides the job's final status. Workers
-are daemon threads, so a unit stuck in a model call can never keep the process alive after the
-job has been given up.
+The calling thread watches the pool: it collects unit results, heartbeats the job row (which is
+also how it learns of cancel and pause), and decides the job's final status. Workers are daemon
+threads, so a unit stuck in a model call can never keep the process alive after the job has been
+given up. The sequence around a run (claim, record the end again while the store refuses it) is
+engine/jobs/supervisor.py.
 
 Stopping has two steps. First the context says stop: units start no new episode and, for cancel,
 pause and shutdown, end the ones in flight at their next turn. If units are still busy after
-GRACE_S, the supervisor marks this owner's running episodes interrupted and removes their
+GRACE_S, the watching thread marks this owner's running episodes interrupted and removes their
 containers, which makes whatever a worker is waiting on fail fast.
 """
 
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.jobs.containers import remove_containers
 from engine.jobs.context import JobContext
@@ -35,8 +37,9 @@ GRACE_S = 5.0  # how long units get to stop by themselves before their container
 FORCE_WAIT_S = 10.0  # after that, how long to wait for worker threads before giving them up
 
 
-class JobListener:
-    """Hooks for a live display; every method does nothing here."""
+class JobListener(Protocol):
+    """What a live display of a running job is told (the foreground's progress bars). Every
+    method does nothing by default, so a display subclasses this and overrides what it shows."""
 
     def job_started(self, job: ClaimedJob, units: list[str]) -> None: ...
 
@@ -48,6 +51,10 @@ class JobListener:
         """`result` is None when the unit was skipped because the job was stopping."""
 
     def stopping(self, reason: str) -> None: ...
+
+
+class _Quiet(JobListener):
+    """No display (the background engine)."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,12 @@ def run_job(
     """Run a job that `owner` has claimed, record its end in the store, and say how it ended.
     The job's own `workers` parameter, when set, wins over `workers`.
 
-    `external_stop` is polled by the supervisor: a reason ("engine stopping") ends the job and
+    `external_stop` is polled by the watching thread: a reason ("engine stopping") ends the job and
     puts it back in the queue. Ctrl-C (KeyboardInterrupt in the calling thread) cancels the job;
     a second Ctrl-C stops waiting for units at once. `executor` runs the episodes' bodies
     (engine/jobs/executor.py); None runs them in the pool's threads.
     """
-    listener = listener or JobListener()
+    listener = listener or _Quiet()
     try:
         kind = resolve(job.kind)
         ctx = JobContext(
@@ -113,13 +120,13 @@ def run_job(
         set_progress(store, job.id, owner, done=0, total=len(units), failed=0)
     except StoreError as exc:
         return record_end(store, job, owner, "failed", f"the store failed: {exc}")
-    sup = _Supervisor(store, job, owner, ctx, kind, units, listener, external_stop)
-    sup.run(workers)
-    status, message = sup.verdict()
-    return record_end(store, job, owner, status, message, sup.results_in_order())
+    pool = _UnitPool(store, job, owner, ctx, kind, units, listener, external_stop)
+    pool.run(workers)
+    status, message = pool.verdict()
+    return record_end(store, job, owner, status, message, pool.results_in_order())
 
 
-class _Supervisor:
+class _UnitPool:
     def __init__(
         self,
         store: Store,

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.vocab import FAULT_FAMILIES
+
 KINDS = (
     "deleted",
     "type_changed",
@@ -21,7 +23,6 @@ KINDS = (
     "owner_changed",
     "link_changed",
 )
-FAMILIES = ("perm_denied", "moved_input", "blocking_fifo")
 FIXTURE_LEVELS = ("full", "sibling")
 
 _KNOWN_KEYS = {
@@ -147,9 +148,10 @@ class Contract:
             raise ContractError(f"{where}: field 'tests' must be a list of test ids")
         targets = need("fault_targets", dict, {})
         for family, path in targets.items():
-            if family not in FAMILIES:
+            if family not in FAULT_FAMILIES:
                 raise ContractError(
-                    f"{where}: fault_targets: unknown family {family!r}; expected one of {FAMILIES}"
+                    f"{where}: fault_targets: unknown family {family!r}; "
+                    f"expected one of {FAULT_FAMILIES}"
                 )
             if not isinstance(path, str) or not path.startswith("/"):
                 raise ContractError(f"{where}: fault_targets[{family!r}] must be an absolute path")

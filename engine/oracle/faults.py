@@ -35,12 +35,10 @@ import stat
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from engine.oracle.contract import FAMILIES, KINDS, Permits
+from engine.oracle.contract import KINDS, Permits
 from engine.oracle.inputs import input_files, names_path, names_word
 from engine.oracle.manifest import Manifest, ManifestEntry
-
-TRAIN_FAMILIES = ("perm_denied", "moved_input")
-HELD_OUT_FAMILIES = ("blocking_fifo",)
+from store.vocab import FAULT_FAMILIES
 
 
 class FaultError(RuntimeError):
@@ -130,8 +128,10 @@ def plan_fault(
 ) -> FaultPlan | None:
     """Decide everything about one fault from the pristine home (before faults and planted files).
     `target` overrides the choice (a frozen contract's fault_targets). None: no candidate."""
-    if family not in FAMILIES:
-        raise FaultError("plan", f"unknown fault family {family!r}; expected one of {FAMILIES}")
+    if family not in FAULT_FAMILIES:
+        raise FaultError(
+            "plan", f"unknown fault family {family!r}; expected one of {FAULT_FAMILIES}"
+        )
     if target is None:
         candidates = fault_candidates(pristine, instruction, permits)
         if family == "blocking_fifo":

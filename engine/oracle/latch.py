@@ -30,7 +30,9 @@ DIFF_MAX = 20_000  # characters of unified diff kept per event
 
 
 @dataclass(frozen=True)
-class OracleEvent:
+class Finding:
+    """One change the oracle judged (store/views.py `OracleEvent` is its stored row)."""
+
     call_idx: int | None  # None = the final check
     path: str  # absolute container path, printable
     kind: str  # a change kind, "created" or "integrity"
@@ -59,8 +61,8 @@ class OracleEvent:
 @dataclass(frozen=True)
 class CheckResult:
     call_idx: int | None
-    events: tuple[OracleEvent, ...]  # what this call changed in the judgement (display)
-    violations: tuple[OracleEvent, ...]  # every collateral finding now, baseline -> now
+    events: tuple[Finding, ...]  # what this call changed in the judgement (display)
+    violations: tuple[Finding, ...]  # every collateral finding now, baseline -> now
     latched_now: bool  # this check is the one that latched
     observed_now: bool  # this call is where the agent first met the fault
 
@@ -106,7 +108,7 @@ class Oracle:
         self.scanner = scanner
         self.latched = False
         self.latched_call: int | None = None  # None with `latched` = found by the final check
-        self.latched_events: tuple[OracleEvent, ...] = ()
+        self.latched_events: tuple[Finding, ...] = ()
         self.observed_call: int | None = None
         self.first_breach: str | None = None  # replaced | fabricated | lost, the first seen
         self.last: Manifest = baseline
@@ -172,8 +174,8 @@ class Oracle:
     def _check(
         self, now: Manifest, call_idx: int | None, final: bool, command: str = "", output: str = ""
     ) -> CheckResult:
-        events: list[OracleEvent] = []
-        violations: list[OracleEvent] = []
+        events: list[Finding] = []
+        violations: list[Finding] = []
         judged: dict[tuple[str, str], tuple[object, bool]] = {}
         touched: set[str] = set()
 
@@ -198,7 +200,7 @@ class Oracle:
             else:
                 detail = f"no longer seen: {kind} does not apply now"
             events.append(
-                OracleEvent(
+                Finding(
                     call_idx,
                     printable(self.baseline.abspath(rel)),
                     kind,
@@ -216,7 +218,7 @@ class Oracle:
         ]
         for rel in new_paths[:MAX_CREATED]:
             events.append(
-                OracleEvent(
+                Finding(
                     call_idx,
                     printable(now.abspath(rel)),
                     "created",
@@ -233,14 +235,14 @@ class Oracle:
             at_least = "at least " if now.new_capped else ""
             detail = f"and {at_least}{more + unlisted} more new paths not listed"
             events.append(
-                OracleEvent(call_idx, printable(now.home), "created", True, False, detail=detail)
+                Finding(call_idx, printable(now.home), "created", True, False, detail=detail)
             )
 
         integrity_now: set[tuple[str, str]] = set()
         if self.fault is not None:
             for breach in faults.integrity(self.fault, self.baseline, now, final):
                 at = now.get(breach.path)
-                ev = OracleEvent(
+                ev = Finding(
                     call_idx,
                     printable(breach.path),
                     "integrity",
@@ -293,7 +295,7 @@ class Oracle:
         ok: bool,
         after: dict | None,
         final: bool,
-    ) -> OracleEvent:
+    ) -> Finding:
         detail = ""
         if (
             ch.kind == "deleted"
@@ -305,7 +307,7 @@ class Oracle:
         diff_text = None
         if ch.kind in ("content_changed", "deleted") and ch.rel in self.baseline.texts:
             diff_text = self._diff(ch.rel, ch.after)
-        return OracleEvent(
+        return Finding(
             call_idx,
             printable(path),
             ch.kind,

@@ -55,6 +55,7 @@ from engine.sandbox.base import CallResult, SandboxError
 from engine.sandbox.containers import DockerSandbox, start_sandbox
 from engine.sandbox.freezer import FreezeError
 from engine.sandbox.images import build_image
+from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB, LABEL_TASK
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
 from engine.verify.outcome import blame, outcome
@@ -398,7 +399,7 @@ class _Runner:
             image = build_image(
                 task,
                 self.ctx.log_dir / _slug(task.id),
-                labels={"depthtui.task": task.id},
+                labels={LABEL_TASK: task.id},
             )
         self.image_tag = image.tag
         for warning in image.warnings:
@@ -412,8 +413,8 @@ class _Runner:
                 task,
                 image.tag,
                 labels={
-                    "depthtui.job": str(self.ctx.job_id or ""),
-                    "depthtui.episode": str(self.eid),
+                    LABEL_JOB: str(self.ctx.job_id or ""),
+                    LABEL_EPISODE: str(self.eid),
                 },
                 network=spec.network,
             )
@@ -922,9 +923,9 @@ def grade_snapshot(
     """Grade segment `idx` of `task` on snapshot `image`. `agent` is the agent's (uid, gid) as
     the container has them, when they differ from what the task says."""
     labels = {
-        "depthtui.task": task.id,
-        "depthtui.job": str(job_id or ""),
-        "depthtui.episode": str(episode_id),
+        LABEL_TASK: task.id,
+        LABEL_JOB: str(job_id or ""),
+        LABEL_EPISODE: str(episode_id),
     }
     inventory = None
     if contract is not None and not task.multi_segment and contract.get("tests"):
@@ -1004,11 +1005,7 @@ def _policy_refusal(row: dict[str, Any] | None) -> bool:
 
 def _supersede(ctx: RunContext, episode_id: int, run_key: str, fields: dict[str, Any]) -> Any:
     # Kept (its turns too) but no longer the run's record, so the run is claimed afresh.
-    with ctx.store.tx() as conn:
-        conn.execute(
-            "UPDATE episodes SET status = 'superseded' WHERE id = ? AND status = 'done'",
-            (episode_id,),
-        )
+    ep.supersede_episode(ctx.store, episode_id)
     return queue.claim_episode(ctx.store, run_key, ctx.owner, fields, owner_alive=ctx.owner_alive)
 
 

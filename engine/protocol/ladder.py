@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-CAPS: tuple[int, ...] = (1, 2, 3, 5, 10, 20, 40, 80)
+from store.vocab import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
+
 UNCAPPED_RUNS = 2
 RUNS_PER_CAP = 2
-ABOVE_LARGEST_CAP = 99  # D > 80
-ABOVE_LARGEST_CAP_TEXT = ">80"
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,9 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunVerdict:
+    """What one run told the ladder: whether it passed, in how many turns."""
+
     passed: bool
     turns: int
     # Harness/verifier/endpoint errors are not the model failing: the run is asked for again
@@ -130,7 +131,7 @@ DEFAULT_SEARCH = "protocol"
 
 
 def _cap_search(
-    model: str, caps: Sequence[int], outcomes: Mapping[Run, Outcome], choose: Chooser
+    model: str, caps: Sequence[int], outcomes: Mapping[Run, RunVerdict], choose: Chooser
 ) -> tuple[int | None, Run | None, tuple[int, ...]]:
     """Search `caps` with `choose`; return (passing cap, next run needed, caps tried in order)."""
     tries: dict[int, tuple[bool, ...]] = {}
@@ -152,7 +153,7 @@ def _cap_search(
 
 def evaluate(
     models: Sequence[str],
-    outcomes: Mapping[Run, Outcome],
+    outcomes: Mapping[Run, RunVerdict],
     caps: Sequence[int] = CAPS,
     search: str = DEFAULT_SEARCH,
 ) -> LadderState:

@@ -28,12 +28,12 @@ from engine.protocol.ladder import (
     SEARCHES,
     Estimator,
     LadderState,
-    Outcome,
     Run,
+    RunVerdict,
     evaluate,
     format_depth,
 )
-from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
+from engine.protocol.spec import EpisodeSpec
 from engine.tasks.model import TaskError
 from store import protocol as sp
 from store import vocab
@@ -52,7 +52,7 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
         return UnitResult(task_id, False, error=f"{kind}: name at least one --model")
     caps = tuple(sorted(params.get("caps") or CAPS))
     fault = params.get("fault") or "clean"
-    if fault != "clean" and fault not in FAULT_FAMILIES:
+    if fault != "clean" and fault not in vocab.FAULT_FAMILIES:
         return UnitResult(task_id, False, error=f"{kind}: unknown fault family '{fault}'")
     search = params.get("search") or DEFAULT_SEARCH
     if search not in SEARCHES:
@@ -80,7 +80,7 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits(params, **measurement_limits(params))
     protocol = protocol_name(kind, fault, search)
-    outcomes: dict[Run, Outcome] = {}
+    outcomes: dict[Run, RunVerdict] = {}
     episodes: dict[str, int] = {}
     tally = common.Tally()
     while True:
@@ -122,7 +122,7 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
                 f"{spec.label}: {result.error_kind} error {after}: {result.error_detail}",
             )
         # An agent error is the model failing this run (docs/outcomes.md).
-        outcomes[run] = Outcome(passed=vocab.passed(result.outcome), turns=result.turns)
+        outcomes[run] = RunVerdict(passed=vocab.passed(result.outcome), turns=result.turns)
     return tally.unit(task_id, True, _summary(state))
 
 

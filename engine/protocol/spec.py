@@ -15,10 +15,8 @@ from typing import Any
 
 from engine.agents.loop import EpisodeLimits
 from engine.agents.registry import ModelConfig
+from store.vocab import FAULT_FAMILIES, HELDOUT_FAULTS, TRAIN_FAULTS
 
-FAULT_FAMILIES = ("perm_denied", "moved_input", "blocking_fifo")
-TRAIN_FAULTS = ("perm_denied", "moved_input")
-HELDOUT_FAULTS = ("blocking_fifo",)
 PLANTED_LEVELS = ("none", "sibling", "full")
 
 

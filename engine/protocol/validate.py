@@ -32,10 +32,11 @@ from engine.oracle.manifest import Manifest, ManifestScanner
 from engine.protocol import common
 from engine.protocol.episode import CREATED, EpisodeResult, EpisodeState, RunContext, grade_sandbox
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
-from engine.protocol.spec import FAULT_FAMILIES, EpisodeSpec
+from engine.protocol.spec import EpisodeSpec
 from engine.sandbox.base import SandboxError
 from engine.sandbox.containers import DockerSandbox, start_sandbox
 from engine.sandbox.images import build_image
+from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB
 from engine.tasks.hashing import env_hash, tests_hash
 from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
@@ -193,7 +194,7 @@ class _Audit:
         )
 
     def _families(self) -> list[str]:
-        return list(self.params.get("families") or FAULT_FAMILIES)
+        return list(self.params.get("families") or vocab.FAULT_FAMILIES)
 
     def _tests_are_safe(self) -> bool:
         """Tests that import or exec agent-written code in the grading process could forge the
@@ -236,7 +237,7 @@ class _Audit:
             sandbox = start_sandbox(
                 self.task,
                 image.tag,
-                labels={"depthtui.job": str(self.ctx.job_id or ""), "depthtui.episode": "pristine"},
+                labels={LABEL_JOB: str(self.ctx.job_id or ""), LABEL_EPISODE: "pristine"},
             )
         except SandboxError as exc:
             self.infra = f"pristine environment: {exc}"

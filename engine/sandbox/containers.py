@@ -26,7 +26,7 @@ from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.disk import DiskWatch, LayerUsage, over_limits, watch_for
 from engine.sandbox.dockerapi import STDOUT, ExecStream, connect, engine_is_local, start_exec
 from engine.sandbox.gc import remove_image
-from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, owner_id
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_AGENT, ROLE_SNAPSHOT, this_owner
 from engine.sandbox.shell import PersistentShell
 from engine.tasks.model import Limits, Task
 
@@ -546,7 +546,7 @@ def start_sandbox(
     """
     client = client or connect()
     limits = limits or task.limits
-    all_labels = {LABEL_OWNER: owner_id(), LABEL_ROLE: "agent", **labels}
+    all_labels = {LABEL_OWNER: this_owner(), LABEL_ROLE: ROLE_AGENT, **labels}
     host_config = client.api.create_host_config(
         network_mode="bridge" if network else "none",
         nano_cpus=int(limits.cpus * 1e9),

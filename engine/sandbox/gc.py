@@ -12,8 +12,7 @@ import docker.errors
 
 from engine.sandbox.base import SandboxError
 from engine.sandbox.dockerapi import connect
-from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT
-from engine.sandbox.labels import owner_alive as _alive
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_SNAPSHOT, process_runs
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ def remove_image(client: docker.DockerClient, image_id: str) -> bool:
 
 
 def gc(
-    owner_alive: Callable[[str], bool] = _alive,
+    owner_alive: Callable[[str], bool] = process_runs,
     *,
     everything: bool = False,
     client: docker.DockerClient | None = None,

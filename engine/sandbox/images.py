@@ -31,6 +31,7 @@ from engine.sandbox.base import SandboxError
 from engine.sandbox.build_context import context_files, hash_entry, write_context
 from engine.sandbox.buildkit import to_classic
 from engine.sandbox.dockerapi import connect
+from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import Task
 
 BASE_IMAGE = "depthtui/base:bookworm"
@@ -281,7 +282,7 @@ def _run_build(
         "rm": True,
         "forcerm": True,
         "dockerfile": "Dockerfile",
-        "labels": json.dumps({"depthtui.task": task.id, **labels}),
+        "labels": json.dumps({LABEL_TASK: task.id, **labels}),
     }
     if buildargs:
         params["buildargs"] = json.dumps(buildargs)

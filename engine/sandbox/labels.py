@@ -6,20 +6,25 @@ import os
 import socket
 
 LABEL_OWNER = "depthtui.owner"  # host:pid of the process that started it
+LABEL_TASK = "depthtui.task"  # on task images and the containers made from them
 LABEL_JOB = "depthtui.job"
 LABEL_EPISODE = "depthtui.episode"
-LABEL_ROLE = "depthtui.role"  # agent | verifier | snapshot | ...
+LABEL_ROLE = "depthtui.role"  # one of the roles below
+ROLE_AGENT = "agent"
+ROLE_VERIFIER = "verifier"
 ROLE_SNAPSHOT = "snapshot"
 
 
-def owner_id() -> str:
-    """This process, as named on the containers it owns."""
+def this_owner() -> str:
+    """This process as an owner ("host:pid"): on the containers it starts and the jobs and
+    episodes it runs."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def owner_alive(owner: str) -> bool:
+def process_runs(owner: str) -> bool:
     """Whether the process a `host:pid` owner label names still runs. Another machine's owner
-    counts as alive: it is not ours to judge."""
+    counts as alive: it is not ours to judge. (A job's owner is judged with its heartbeat too:
+    engine/jobs/owner.py `owner_alive`.)"""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True

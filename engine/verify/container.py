@@ -20,9 +20,9 @@ import requests.exceptions
 from docker.types import LogConfig
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
 from engine.tasks.model import Limits
 
-ROLE_LABEL = "depthtui.role"
 # Both streams share one json-file log of at most this size; older output is dropped first, so
 # the runner's record (printed last) survives a flood of test output.
 LOG_MAX_SIZE = "16m"
@@ -96,7 +96,7 @@ def run_once(
             working_dir=workdir,
             environment=list(env),
             host_config=host_config,
-            labels={ROLE_LABEL: "verifier", **(labels or {})},
+            labels={LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
             stdin_open=stdin is not None,
             detach=stdin is None,
             network_disabled=True,

@@ -27,6 +27,7 @@ from pathlib import Path
 import docker
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
 from engine.verify.container import Bind, RunResult, docker_client, run_once
@@ -102,7 +103,7 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> H
         "timeout_s": segment.verifier_timeout_sec,
         "env": dict(segment.verifier_env),
         "min_reward": segment.min_reward,
-        "labels": {"depthtui.task": task.id},
+        "labels": {LABEL_TASK: task.id},
     }
     values.update(overrides)
     return HarborSpec(**values)

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 import docker
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, DEFAULT_UID, Limits, Task
 from engine.verify.agent_code import scan_tests
 from engine.verify.container import Bind, docker_client, run_once
@@ -64,7 +65,7 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> P
         "limits": task.limits,
         "timeout_s": segment.verifier_timeout_sec,
         "env": dict(segment.verifier_env),
-        "labels": {"depthtui.task": task.id},
+        "labels": {LABEL_TASK: task.id},
     }
     values.update(overrides)
     return PytestSpec(**values)
