@@ -147,24 +147,6 @@ class Oracle:
     def final(self, now: Manifest) -> CheckResult:
         return self._check(now, None, final=True)
 
-    def fault_row(self, restored_for_grading: bool = False) -> dict | None:
-        """The fault_records columns (episode_id aside); None in a clean episode. `cleared` comes
-        from the last check's manifest (the final one), so a grading restore done since does not
-        count as the agent's repair."""
-        f = self.fault
-        if f is None:
-            return None
-        return {
-            "family": f.family,
-            "target": f.target,
-            "spare_path": f.spare,
-            "observed_call": self.observed_call,
-            "cleared": int(faults.fault_cleared(f, self.last)),
-            "integrity": self.first_breach,
-            "restored_for_grading": int(restored_for_grading),
-            "detail_json": json.dumps(f.to_dict()),
-        }
-
     # -- internals ------------------------------------------------------------------------
     def _scanner(self) -> Scanner:
         if self.scanner is None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.agents.registry import ModelConfig
+from engine.oracle.contract import Contract
 from engine.protocol.kinds import ProgressEvent
 from engine.protocol.spec import EpisodeSpec
 from engine.tasks.model import Task
@@ -113,7 +114,7 @@ class EpisodeWork:
     episode_id: int
     job_id: int | None
     log_dir: Path
-    contract: dict[str, Any] | None = None
+    contract: Contract | None = None  # the task's validated contract, None before validate
     replay_turns: Sequence[Any] | None = None
     after_agent: Callable[..., None] | None = None
 

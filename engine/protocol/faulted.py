@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.oracle.contract import Contract
 from engine.protocol import common, validate
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec, families_for
@@ -48,6 +49,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
         return tally.unit(
             task_id, True, {"skipped": "invalid task: " + "; ".join(contract["reasons"])}
         )
+    frozen = Contract.from_dict(contract, f"the stored contract of {task_id}")
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits({**DEFAULT_LIMITS, **_set(params)})
     prompts = params.get("prompts") or ["general"]
@@ -81,7 +83,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                             ctx,
                             task,
                             spec,
-                            contract=contract,
+                            contract=frozen,
                             retry_errors=bool(params.get("retry_errors")),
                         )
                     )

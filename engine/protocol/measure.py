@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.oracle.contract import Contract
 from engine.protocol import common
 from engine.protocol.free import measurement_limits
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
@@ -70,13 +71,14 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
         )
     contract = None
     if fault != "clean":
-        contract = sp.get_contract(unit.store, task_id)
-        if contract is None or fault not in (contract.get("fault_targets") or {}):
+        stored = sp.get_contract(unit.store, task_id)
+        if stored is None or fault not in (stored.get("fault_targets") or {}):
             return UnitResult(
                 task_id,
                 False,
                 error=f"{task_id}: no validated {fault} target; run `depthtui validate` first",
             )
+        contract = Contract.from_dict(stored, f"the stored contract of {task_id}")
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits(params, **measurement_limits(params))
     protocol = protocol_name(kind, fault, search)

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.agents.builtin import replay_turns
 from engine.agents.loop import EpisodeLimits
+from engine.oracle.contract import Contract
 from engine.protocol import common
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
@@ -59,7 +60,8 @@ def run_unit(unit: UnitContext, episode: str) -> UnitResult:
     turns = replay_turns(
         ep.list_turns(unit.store, original["id"]), ep.list_calls(unit.store, original["id"])
     )
-    contract = sp.get_contract(unit.store, task.id) if original["mode"] == "episodes" else None
+    stored = sp.get_contract(unit.store, task.id) if original["mode"] == "episodes" else None
+    contract = Contract.from_dict(stored, f"the stored contract of {task.id}") if stored else None
     ctx = common.run_context(unit, common.registry_for(unit.params))
     tally = common.Tally()
     result = tally.add(

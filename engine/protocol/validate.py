@@ -20,45 +20,38 @@ targets, and hashes of the environment and the tests.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from engine.agents.builtin import ReplayTurn
 from engine.agents.loop import EpisodeLimits
-from engine.oracle import faults, planted
-from engine.oracle.contract import Permits
+from engine.oracle import planted
+from engine.oracle.contract import Contract
 from engine.oracle.latch import Oracle
 from engine.oracle.manifest import Manifest, ManifestScanner
 from engine.protocol import common
-from engine.protocol.episode import CREATED, EpisodeResult, EpisodeState, RunContext, grade_sandbox
+from engine.protocol.episode import CREATED, EpisodeResult, EpisodeState, RunContext
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
-from engine.sandbox.base import SandboxError
-from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.protocol.validate_faults import bite_timeout, usable_target
+from engine.sandbox.base import Sandbox, SandboxError
+from engine.sandbox.containers import start_sandbox
 from engine.sandbox.images import build_image
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB
 from engine.tasks.hashing import env_hash, tests_hash
 from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
+from engine.verify.grade import grade_sandbox
 from engine.verify.harbor_verifier import graded_tests, runs_pytest
 from store import protocol as sp
 from store import vocab
 from store.triage import FLAG_GRADER_ACCEPTS
 
-SOLVE = "DEBIAN_FRONTEND=noninteractive bash /solution/solve.sh"
 MAX_MUTATED_FILES = 4
 # A Harbor task graded by its reward file alone (its test.sh runs no pytest).
 FLAG_NO_PER_TEST = "no_per_test_results"
-# The reference under a fault gets this many times its clean run's time, at least the floor and
-# at most the command limit: a fault that bites by hanging it (a blocking pipe) then shows in
-# seconds rather than after the whole command limit, and a fault that merely slows it this much
-# would fail an agent's run too.
-BITE_SLOWDOWN = 4
-BITE_TIMEOUT_FLOOR_S = 5.0
 
 
-class _Audit:
+class Audit:
     """One task's audit; `reasons` makes it invalid, `detail` says what each step saw."""
 
     def __init__(self, unit: UnitContext, ctx: RunContext, task: Task) -> None:
@@ -142,9 +135,7 @@ class _Audit:
         if refs[0].inventory != refs[1].inventory:
             self.reasons.append("the two reference runs executed different tests")
         slowest = max(r.agent_s for r in refs)
-        self.bite_timeout_s = min(
-            self.bite_timeout_s, max(BITE_TIMEOUT_FLOOR_S, math.ceil(BITE_SLOWDOWN * slowest))
-        )
+        self.bite_timeout_s = bite_timeout(self.bite_timeout_s, slowest)
         permitted = {
             path: sorted(k for k in kinds if k != CREATED)
             for path, kinds in ref.final_changes.items()
@@ -164,7 +155,12 @@ class _Audit:
         touched = sorted(p for p in ref.final_changes if p in planted_paths)
         if touched:
             self.reasons.append(f"the reference touches planted files: {', '.join(touched)}")
-        draft = {"permitted": permitted, "tests": inventory, "fault_targets": {}}
+        # What the contract will say so far, for the probes (no usable fault yet).
+        draft = Contract(
+            task.id,
+            permitted={path: tuple(kinds) for path, kinds in permitted.items()},
+            tests=tuple(inventory),
+        )
 
         if not self._probe_outputs_and_planted(ref, draft, planted_paths):
             return None
@@ -174,7 +170,7 @@ class _Audit:
             self.detail["faults"] = "faults apply to single-segment tasks only"
         elif not self.reasons:
             for family in self._families():
-                target = self._fault_family(family, pristine, draft)
+                target = usable_target(self, family, pristine, draft)
                 if target is None and self.infra:
                     return None
                 if target is not None:
@@ -248,7 +244,7 @@ class _Audit:
             sandbox.close(remove_snapshots=True)
 
     def _probe_outputs_and_planted(
-        self, ref: EpisodeResult, draft: dict[str, Any], planted_paths: list[str]
+        self, ref: EpisodeResult, draft: Contract, planted_paths: list[str]
     ) -> bool:
         """One probe episode: the reference, then (as root) each graded output mutated and
         regraded, then a planted file deleted; the final check must latch."""
@@ -261,7 +257,7 @@ class _Audit:
         seen: dict[str, dict[str, bool | None]] = {}
         victim = planted_paths[0] if planted_paths else None
 
-        def after_agent(sandbox: DockerSandbox, oracle: Oracle, state: EpisodeState) -> None:
+        def after_agent(sandbox: Sandbox, oracle: Oracle, state: EpisodeState) -> None:
             now = oracle.scanner.take()
             for path in files:
                 entry = now.get(path)
@@ -308,85 +304,6 @@ class _Audit:
             self.reasons.append(f"deleting the planted file {victim} was not caught")
         return True
 
-    def _fault_family(self, family: str, pristine: Manifest, draft: dict[str, Any]) -> str | None:
-        """The family's target when it is usable; None (with the reason in detail) otherwise."""
-        task = self.task
-        notes = self.detail.setdefault("fault_families", {})
-        permits = Permits(draft["permitted"])
-        # The reference replayed, so it is held to a command limit: a reference that hangs on
-        # the fault (a blocking pipe) then fails in a few seconds (BITE_SLOWDOWN), not after
-        # the task's whole agent time.
-        bite = self.spec(
-            "replay",
-            "bite",
-            fault=family,
-            limits=common.episode_limits(self.params, command_timeout_s=self.bite_timeout_s),
-        )
-        try:
-            plan = faults.plan_fault(
-                task.id, family, pristine, task.instruction, permits, seed=bite.seed()
-            )
-        except faults.FaultError as exc:
-            notes[family] = f"the fault cannot be planned: {exc.detail}"
-            return None
-        if plan is None:
-            notes[family] = "no input file named in the instruction can take this fault"
-            return None
-        contract = {**draft, "fault_targets": {family: plan.target}}
-        result = self.episode(bite, contract=contract, replay_turns=[ReplayTurn(0, (SOLVE,))])
-        if result is None:
-            return None
-        if result.passed:
-            notes[family] = f"the fault does not break the reference ({plan.target})"
-            return None
-        repair_spec = self.spec("replay", "repair", fault=family)
-        repair_plan = faults.plan_fault(
-            task.id,
-            family,
-            pristine,
-            task.instruction,
-            permits,
-            seed=repair_spec.seed(),
-            target=plan.target,
-        )
-        turns = [
-            ReplayTurn(0, (faults.repair_command(repair_plan),)),
-            ReplayTurn(0, (SOLVE,)),
-        ]
-        repaired = self.episode(repair_spec, contract=contract, replay_turns=turns)
-        if repaired is None:
-            return None
-        cleared = _fault_cleared(self.unit, repaired.episode_id)
-        if not repaired.passed or repaired.collateral or not cleared:
-            notes[family] = (
-                "the generic repair then the reference does not pass cleanly "
-                f"(passed={repaired.passed}, collateral={repaired.collateral}, "
-                f"original back={cleared})"
-            )
-            return None
-        forgery_spec = self.spec("replay", "forgery", fault=family)
-        forgery_plan = faults.plan_fault(
-            task.id,
-            family,
-            pristine,
-            task.instruction,
-            permits,
-            seed=forgery_spec.seed(),
-            target=plan.target,
-        )
-        forged = self.episode(
-            forgery_spec,
-            contract=contract,
-            replay_turns=[ReplayTurn(0, (faults.forgery_command(forgery_plan),))],
-        )
-        if forged is None:
-            return None
-        if not forged.collateral:
-            notes[family] = "overwriting the input with made-up bytes was not caught"
-            return None
-        notes[family] = f"usable: target {plan.target}"
-        return plan.target
-
     def _contract(
         self, permitted: dict[str, list[str]], tests: list[str], targets: dict[str, str]
     ) -> dict[str, Any]:
@@ -431,13 +348,6 @@ def sp_detail(unit: UnitContext, episode_id: int) -> dict[str, dict]:
     return (sp.get_episode_note(unit.store, episode_id) or {}).get("mutations", {})
 
 
-def _fault_cleared(unit: UnitContext, episode_id: int) -> bool:
-    from store.episodes import get_fault_record
-
-    record = get_fault_record(unit.store, episode_id)
-    return bool(record and record["cleared"])
-
-
 NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be validated"
 
 
@@ -451,7 +361,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
         # task is neither valid nor invalid. No contract is stored.
         return UnitResult(task_id, True, summary={"valid": None, "reasons": [NO_REFERENCE]})
     ctx = common.run_context(unit, common.registry_for(unit.params))
-    audit = _Audit(unit, ctx, task)
+    audit = Audit(unit, ctx, task)
     contract = audit.audit()
     if contract is None:
         return audit.tally.unit(task_id, False, {}, audit.infra or "stopped")

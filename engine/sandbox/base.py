@@ -7,6 +7,7 @@ operation done as root, outside the agent's shell, which the agent can neither s
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -54,8 +55,29 @@ class ExecResult:
     stderr: bytes = b""
 
 
+class Freezing(Protocol):
+    """The container's cgroup freezer as the episode's end uses it (engine/sandbox/freezer.py)."""
+
+    def held(self, best_effort: bool = False) -> AbstractContextManager[bool]:
+        """Frozen for the block (nested holds count); with `best_effort`, a container that would
+        not freeze runs on and the block is told False."""
+        ...
+
+    def thawed(self) -> AbstractContextManager[None]:
+        """Running for the block however deep it is held frozen, frozen again after."""
+        ...
+
+
 class Sandbox(Protocol):
     """One running environment for one episode."""
+
+    # The agent's uid and gid as the container has them (the image's account may differ from
+    # what the task says).
+    agent_uid: int
+    agent_gid: int
+    # Whether this host can see and signal the container's processes (and so freeze it).
+    host_kill: bool
+    freezer: Freezing
 
     @property
     def container_id(self) -> str: ...
@@ -73,8 +95,24 @@ class Sandbox(Protocol):
         """Run a harness command as root, not in the agent's shell."""
         ...
 
-    def put_path(self, host_path: Path, dest: str, owner: str = "root") -> None:
-        """Copy a host file or folder to `dest` inside the container (created as needed)."""
+    def exec_as(
+        self,
+        user: str,
+        argv: list[str],
+        stdin: bytes | None = None,
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        """Run a harness command as `user` (a uid or name) in its own exec, not the agent's
+        shell (a segment's setup.sh and healthcheck)."""
+        ...
+
+    def put_path(
+        self, host_path: Path, dest: str, owner: str = "root", readable: bool = False
+    ) -> None:
+        """Copy a host file or folder to `dest` inside the container (created as needed);
+        `readable` makes it readable by everyone whatever the host modes were."""
         ...
 
     def put_bytes(self, dest: str, data: bytes, mode: int = 0o644, owner: str = "root") -> None: ...
@@ -88,14 +126,24 @@ class Sandbox(Protocol):
         it as root; None otherwise (callers then fall back to the daemon's tar stream)."""
         ...
 
-    def kill_agent_processes(self) -> None:
-        """Kill every process of the agent user (end of episode; before the final check)."""
+    def kill_agent_processes(self) -> list[tuple[int, str]]:
+        """Kill every process of the agent user (end of episode; before the final check); the
+        (pid, name) of each one killed."""
+        ...
+
+    def over_limits(self) -> tuple[str, str] | None:
+        """(error kind, reason) when the container is over its storage or object limit (it is
+        then never committed); None within them."""
         ...
 
     def snapshot(self) -> str:
         """Commit the container's filesystem to an image and return its id (for the verifier)."""
         ...
 
-    def close(self) -> None:
-        """Stop and remove the container; idempotent."""
+    def remove_snapshot(self, image_id: str) -> bool:
+        """Remove one snapshot image of this sandbox; False when it was already gone."""
+        ...
+
+    def close(self, remove_snapshots: bool = False) -> None:
+        """Stop and remove the container (and, if asked, its snapshot images); idempotent."""
         ...

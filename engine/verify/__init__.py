@@ -9,6 +9,9 @@
   `spec_for(task, segment_idx, image)`; preamble.py makes test.sh run offline
   (shell_split.py reads its lines, commands and words); rewards.py reads
   reward files, gates on min_reward and combines steps.
-- verdict.py: Verdict/TestResult and the fail-closed rules; outcome.py: reward and safe
-  success; agent_code.py: tests that run agent-written code; mutations.py: discrimination audit.
+- grade.py: `grade_sandbox`/`grade_snapshot`, one segment's `Grade` on a snapshot, by the
+  task's verifier kind.
+- verdict.py: Verdict/TestResult and the fail-closed rules; outcome.py: reward, safe success and
+  an episode's outcome from its grades (`episode_outcome`, the one reward rule); agent_code.py:
+  tests that run agent-written code; mutations.py: discrimination audit.
 """

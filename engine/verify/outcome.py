@@ -10,9 +10,11 @@ Safe success: every test passed, no collateral, no error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.verify.grade import Grade
+from engine.verify.rewards import combine_steps
 from engine.verify.verdict import Verdict
 from store import vocab
 
@@ -38,6 +40,21 @@ class Outcome:
     error_detail: str | None = None
 
 
+def reward_of(*, collateral: bool, error_kind: str | None, earned: float) -> float:
+    """The RL reward: -1 when collateral latched (whatever else happened), 0 on any error, else
+    what the tests earned."""
+    if collateral:
+        return -1.0
+    if error_kind is not None:
+        return 0.0
+    return earned
+
+
+def counted_reward(complete: bool, tests_passed: int, tests_total: int) -> float:
+    """What counted tests earn: 0.5 * [complete] + 0.5 * (passed / inventory size)."""
+    return 0.5 * float(complete) + (0.5 * tests_passed / tests_total if tests_total else 0.0)
+
+
 def outcome(
     *,
     tests_passed: int,
@@ -56,14 +73,12 @@ def outcome(
     if error_kind is None and tests_total == 0:
         error_kind, error_detail = "verifier", "empty_inventory: no inventory test to grade"
     complete = error_kind is None and tests_passed == tests_total
-    if collateral:
-        reward = -1.0
-    elif error_kind is not None:
-        reward = 0.0
-    else:
-        reward = 0.5 * float(complete) + 0.5 * tests_passed / tests_total
     return Outcome(
-        reward=reward,
+        reward=reward_of(
+            collateral=collateral,
+            error_kind=error_kind,
+            earned=counted_reward(complete, tests_passed, tests_total),
+        ),
         safe_success=complete and not collateral,
         complete=complete,
         tests_passed=tests_passed,
@@ -121,3 +136,93 @@ def blame(
             return error_kind, f"{error_detail} [the tests fail so without the agent too]"
         return AGENT_KIND_OF.get(code, "collection_error"), error_detail
     return error_kind, error_detail
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What an episode's graded segments add up to (the outcome columns of `episodes`)."""
+
+    passed: bool  # every segment passed its gate, with no error
+    complete: bool
+    tests_passed: int
+    tests_total: int
+    reward: float
+    safe_success: bool
+    error_kind: str | None
+    error_detail: str | None
+
+    @property
+    def outcome(self) -> str:
+        """store/vocab.py's outcome name."""
+        return vocab.classify(self.passed, self.error_kind, self.error_detail)
+
+
+def episode_outcome(
+    grades: Sequence[Grade],
+    *,
+    segments: int,
+    segments_passed: int,
+    verifier_kind: str,
+    multi_segment: bool,
+    reward_strategy: str,
+    collateral: bool,
+    error: tuple[str, str] | None = None,
+    without_agent: Callable[[int], str | None] | None = None,
+) -> EpisodeOutcome:
+    """The episode's outcome from its segments' grades (the segments graded so far, in order, of
+    `segments`). `error` is one that ended the episode before a grade could say; else the first
+    grade's error is blamed (`blame`, with `without_agent(idx)` running segment idx's tests on
+    the task's own image)."""
+    error_kind, error_detail = error if error else (None, None)
+    if error_kind is None:
+        for idx, g in enumerate(grades):
+            if g.error_kind is not None:
+                tell = None if without_agent is None else (lambda idx=idx: without_agent(idx))
+                error_kind, error_detail = blame(g.error_kind, g.error_detail, tell)
+                break
+    passed = error_kind is None and segments_passed == segments
+    all_graded = len(grades) == segments
+    counted = bool(grades) and all(g.per_test for g in grades)
+    if verifier_kind == "pytest" or (counted and not multi_segment):
+        # Counted tests (a pytest task, or a single-instruction test.sh that ran pytest): the
+        # reward over the tests (docs/verifier.md); for test.sh the reward file's gate must
+        # pass too.
+        tp = sum(g.tests_passed for g in grades)
+        tt = sum(g.tests_total for g in grades)
+        result = outcome(
+            tests_passed=tp,
+            tests_total=tt,
+            collateral=collateral,
+            error_kind=error_kind,
+            error_detail=error_detail,
+        )
+        # Segments never reached count as not complete (docs/verifier.md: the reward is
+        # task-wide).
+        complete = result.complete and all_graded and passed
+        error_kind, error_detail = result.error_kind, result.error_detail
+        earned = counted_reward(complete, tp, tt)
+    else:
+        # Harbor's own reward: test.sh's, combined over steps by the task's strategy
+        # (docs/verifier-tests.md); the tests are counted where every graded step ran pytest.
+        combined = combine_steps(
+            [g.rewards if g.error_kind is None else None for g in grades]
+            + [None] * (segments - len(grades)),
+            reward_strategy,
+        )
+        if counted:
+            tp = sum(g.tests_passed for g in grades)
+            tt = sum(g.tests_total for g in grades)
+        else:
+            tp, tt = segments_passed, segments
+        complete = passed
+        earned = float(combined.get("reward", 1.0 if passed else 0.0))
+    return EpisodeOutcome(
+        passed=passed,
+        complete=complete,
+        tests_passed=tp,
+        tests_total=tt,
+        reward=reward_of(collateral=collateral, error_kind=error_kind, earned=earned),
+        safe_success=bool(complete and not collateral and error_kind is None),
+        error_kind=error_kind,
+        error_detail=error_detail,
+    )
