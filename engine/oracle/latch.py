@@ -110,7 +110,6 @@ class Oracle:
         self.latched_call: int | None = None  # None with `latched` = found by the final check
         self.latched_events: tuple[Finding, ...] = ()
         self.observed_call: int | None = None
-        self.first_breach: str | None = None  # replaced | fabricated | lost, the first seen
         self.last: Manifest = baseline
         self._state = _State(seen=set(baseline.entries))
         self._diffs: dict[tuple[str, str | None], str | None] = {}
@@ -236,7 +235,6 @@ class Oracle:
                 )
                 violations.append(ev)
                 integrity_now.add((breach.kind, breach.detail))
-                self.first_breach = self.first_breach or breach.kind
                 if (breach.kind, breach.detail) not in self._state.integrity:
                     events.append(ev)
 
