@@ -495,16 +495,20 @@ class PersistentShell:
         stream = self._stream
         assert stream is not None
         nonce = secrets.token_hex(NONCE_BYTES)
-        outcome = _Outcome(nonce)
         quiet, self._quiet = self._quiet, False
+        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        try:
+            stream.send(_frame(encode_payload(command), nonce, quiet))
+            sent = True
+        except SandboxError:
+            sent = False
+        # Built while the shell runs the command: nothing here is needed to send it.
+        outcome = _Outcome(nonce)
         if quiet:
             # No process of the agent was left after the last command: nothing but this command
             # can end the shell now, and every process under the shell will be the command's.
             outcome.last_pid = 0
-        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
-        try:
-            stream.send(_frame(encode_payload(command), nonce, quiet))
-        except SandboxError:
+        if not sent:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
 
