@@ -102,7 +102,7 @@ __depthtui_begin() {
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
     \builtin read -r -N HEADER_CHARS __dt_h || \builtin exit "${__dt_rc:-0}"  # the input ended
     case ${__dt_h:LENGTH_DIGITS} in 1) ;; *)
-        IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
+        __dt_lp=; IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
         \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
     esac
     __dt_open=1
@@ -130,8 +130,7 @@ __depthtui_end() {
             \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
         fi
     fi  # else the shell's input is gone (the command closed it): no mark, the shell is ending
-    __dt_rc=$1 __dt_open=
-    \builtin unset __dt_c __dt_lp __dt_h
+    __dt_rc=$1 __dt_open=  # (__dt_c and __dt_h are the next command's to overwrite)
     case $2 in *[xv]*)
         case $2 in *x*) \builtin set -x ;; esac
         case $2 in *v*) \builtin set -v ;; esac ;;
