@@ -11,10 +11,10 @@ How a command travels (the framing never depends on what the command prints):
    arrives intact with no line-length limit.
 2. `__depthtui_end` then reads the nonce that follows the payload in bash's input, which stays
    unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
-   <quiet> <cwd>\\0` on stdout where the command's output stops, or, when the shell's stdout is
-   no longer the stream it started with, `\\x1e<nonce>\\x1f` on stdout and `\\x1e<nonce> <exit
-   code> <where> <cwd>\\0` on stderr (`where` the stdout mark went: c closed, r redirected, u
-   unknown), a separate stream of the exec that the command's own (merged) output never reaches.
+   <quiet> <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no
+   longer the stream it started with, also `\\x1e<nonce> <exit code> <where> <cwd>\\0` on
+   stderr (`where` the stdout mark went: c closed, r redirected, u unknown), a separate stream
+   of the exec that the command's own (merged) output never reaches.
    The nonce is fresh for every command and, while the command runs, exists only in the host and
    in the part of bash's input not yet read: not in the environment, a file or a variable. Text
    the command prints, a guessed marker included, cannot end it early. (A process that
@@ -79,16 +79,19 @@ def encode_payload(command: str) -> bytes:
 # Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
 # keeps an agent's function or alias named read/printf/eval from changing the framing.
 #
-# What a command costs is mostly what crosses the Docker engine: every write bash makes to the
-# exec's stdout or stderr is one frame the engine relays and the host wakes up for. So in the
-# common case a command costs one write, its end mark on stdout with the exit code, and bash
-# makes few system calls (each redirection costs about ten: save, dup, restore; `-u 3` redirects
-# a descriptor bash need not save; `set +xv` is silenced only when one was on):
-# - the end mark goes on stdout alone when the shell's stdout is still the stream it started
-#   with (its /proc fdinfo, which names the pipe's inode, is what it was at the start; no
-#   descriptor is kept for that, so no child inherits one); otherwise (the command ran `exec
-#   >file` or closed it; a kernel without `ino:` in fdinfo) the stdout mark, then the stderr
-#   mark with the exit code;
+# What a command costs is what crosses the Docker engine and what bash interprets on the way:
+# every write bash makes to the exec's stdout or stderr is one frame the engine relays and the
+# host wakes up for, and on a busy machine every statement of the framing (a few microseconds of
+# bash each) lies on the round trip. So in the common case a command costs one write, its end
+# mark on stdout with the exit code, and as few statements and system calls as the guarantees
+# allow (each redirection costs about ten system calls: save, dup, restore; `-u 3` redirects a
+# descriptor bash need not save; `set +xv` is silenced only when one was on; `read -N` neither
+# splits on IFS nor needs `IFS=`; the loop calls one function before the command and one after):
+# - the end mark goes on stdout first, then bash checks that its stdout is still the stream it
+#   started with (its /proc fdinfo, which names the pipe's inode, is what it was at the start;
+#   no descriptor is kept for that, so no child inherits one): the check runs while the mark is
+#   already on its way. Only when it is not (the command ran `exec >file` or closed it; a
+#   kernel without `ino:` in fdinfo) does the stderr mark with the exit code follow;
 # - the start mark (the newest pid, on stderr, before the command runs) is needed only where
 #   other processes of the agent could kill the shell between two commands or could be taken
 #   for the command's: so the end mark says whether the container was quiet (exactly the
@@ -97,47 +100,44 @@ def encode_payload(command: str) -> bytes:
 _FUNCTIONS = r"""
 __depthtui_begin() {
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
-    IFS= \builtin read -r -N HEADER_CHARS __dt_h || \builtin return 1
+    \builtin read -r -N HEADER_CHARS __dt_h || \builtin exit "${__dt_rc:-0}"  # the input ended
     case ${__dt_h:LENGTH_DIGITS} in 1) ;; *)
-        IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
+        __dt_lp=; IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
         \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
     esac
     __dt_open=1
-    IFS= \builtin read -r -N "$((10#${__dt_h:0:LENGTH_DIGITS}))" __dt_c
+    \builtin read -r -N "$((10#${__dt_h:0:LENGTH_DIGITS}))" __dt_c
     \builtin printf -v __dt_c %b "$__dt_c"
-}
-__depthtui_status() {
+    # The command's `$?` is the previous command's status, as a terminal would show (not under
+    # `set -e`, where returning it would end the shell).
     case $- in *e*) ;; *) \builtin return "${__dt_rc:-0}" ;; esac
 }
 __depthtui_end() {
     case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
-    \builtin local IFS=' '
-    IFS= \builtin read -r -N NONCE_CHARS __dt_n
-    __dt_p=(/proc/[1-9]*) __dt_q=0
-    [[ -n $__dt_base && "${__dt_p[*]}" == "$__dt_base" ]] && __dt_q=1
-    IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
-    if [[ ${#__dt_n} != NONCE_CHARS ]]; then
-        : # the shell's input is gone (the command closed it): no mark, the shell is ending
-    elif [[ -n $__dt_out && ${__dt_fi-} == *"$__dt_out"$'\n'* ]]; then
+    \builtin local __dt_n __dt_p __dt_q=0 __dt_fi __dt_s
+    \builtin read -r -N NONCE_CHARS __dt_n
+    \builtin printf -v __dt_p '%s ' /proc/[1-9]*
+    [[ -n $__dt_base && $__dt_p == "$__dt_base" ]] && __dt_q=1
+    if [[ ${#__dt_n} == NONCE_CHARS ]]; then
         \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
-    else
-        \builtin printf '\036%s\037' "$__dt_n"
-        # Where that stdout mark went: c the shell's stdout is closed; r it is another file
-        # (which may still lead back to us, as `exec > >(tee log)` does); u unknown.
-        if [[ -z $__dt_out ]]; then __dt_s=u; elif [[ -e /proc/$$/fd/1 ]]; then __dt_s=r
-        else __dt_s=c; fi
-        \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
-    fi
-    __dt_rc=$1 __dt_open=
-    \builtin unset __dt_c __dt_lp __dt_n __dt_q __dt_p __dt_fi __dt_h __dt_s
-    case $2 in *x*) \builtin set -x ;; esac
-    case $2 in *v*) \builtin set -v ;; esac
+        IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
+        if [[ -z $__dt_out || ${__dt_fi-} != *"$__dt_out"$'\n'* ]]; then
+            # That mark went elsewhere, or may have: where it went (c the shell's stdout is
+            # closed; r it is another file, which may still lead back to us, as `exec >
+            # >(tee log)` does; u unknown), and the exit code, on the exec's stderr.
+            if [[ -z $__dt_out ]]; then __dt_s=u; elif [[ -e /proc/$$/fd/1 ]]; then __dt_s=r
+            else __dt_s=c; fi
+            \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
+        fi
+    fi  # else the shell's input is gone (the command closed it): no mark, the shell is ending
+    __dt_rc=$1 __dt_open=  # (__dt_c and __dt_h are the next command's to overwrite)
+    case $2 in *[xv]*)
+        case $2 in *x*) \builtin set -x ;; esac
+        case $2 in *v*) \builtin set -v ;; esac ;;
+    esac
 }
 __depthtui_after() {
-    case ${__dt_open-} in
-        1) \__depthtui_end "$1" "$2" ;;  # the command ran `break`: end it, loop again
-        *) \builtin exit "${__dt_rc:-0}" ;;  # the input ended
-    esac
+    \__depthtui_end "$1" "$2"  # the command ran `break`: end it, loop again
 }
 __dt_loop='LOOP'
 IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
@@ -145,15 +145,17 @@ IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
 case $__dt_out in *ino:*) __dt_out=${__dt_out#*ino:}; __dt_out="ino:${__dt_out%%$'\n'*}" ;;
     *) __dt_out= ;; esac
 __dt_base=
-case FRESH in 1) __dt_base=(/proc/[1-9]*); __dt_base="${__dt_base[*]}" ;; esac
-\builtin readonly -f __depthtui_begin __depthtui_status __depthtui_end __depthtui_after
+case FRESH in 1) \builtin printf -v __dt_base '%s ' /proc/[1-9]* ;; esac
+\builtin readonly -f __depthtui_begin __depthtui_end __depthtui_after
 \builtin readonly __dt_out __dt_loop __dt_base
 \builtin printf '\036ready %s\0' "$$" >&2
 LOOP
 """
-# The command loop: parsed once here, and again only after a command's `break` left it.
+# The command loop: parsed once here, and again only after a command's `break` left it. An
+# arithmetic `for` needs no command to decide whether to go on: the loop ends only by a `break`
+# (or the shell's exit when its input ends).
 _LOOP = (
-    'while \\__depthtui_begin; do \\__depthtui_status; \\builtin eval "$__dt_c" </dev/null 2>&1; '
+    'for ((;;)); do \\__depthtui_begin; \\builtin eval "$__dt_c" </dev/null 2>&1; '
     '\\__depthtui_end $? $-; done; \\__depthtui_after $? $-; \\builtin eval "$__dt_loop"'
 )
 for _name, _value in {
@@ -174,10 +176,9 @@ def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
     parsing a line per command cost more than anything else bash did for it. The nonce stays
     unread (and unseen) until __depthtui_end reads it once the command has finished. The
     `eval` runs at top level, outside any function (so `declare`, `cd` and variables behave as
-    typed); `$?` in it is the previous command's status, as a terminal would show (not under
-    `set -e`, where returning it would end the shell). A command's `continue` or `break` leaves
-    the loop's body early: the next `__depthtui_begin`, or `__depthtui_after` (which starts the
-    loop again), ends that command instead."""
+    typed); `$?` in it is the previous command's status, which `__depthtui_begin` returns. A
+    command's `continue` or `break` leaves the loop's body early: the next `__depthtui_begin`,
+    or `__depthtui_after` (which starts the loop again), ends that command instead."""
     return f"{len(payload):0{LENGTH_DIGITS}d}{int(quiet)}".encode() + payload + nonce.encode()
 
 
@@ -219,10 +220,7 @@ class _Outcome:
         self.capture.write(data[:at])
         kind = data[at + len(self.mark) : at + len(self.mark) + 1]
         rest = at + len(self.mark) + 1
-        if kind == b"\x1f":  # the output ends here; the exit code comes on stderr
-            self.out_done = True
-            self.capture.write(data[rest:])
-        elif kind == b"\x1d":  # the output ends here, and this says how: `code quiet cwd\0`
+        if kind == b"\x1d":  # the output ends here, and this says how: `code quiet cwd\0`
             end = data.find(b"\0", rest)
             if end < 0:
                 self._carry = data[at:]  # the rest of the mark is still on its way
@@ -496,16 +494,20 @@ class PersistentShell:
         stream = self._stream
         assert stream is not None
         nonce = secrets.token_hex(NONCE_BYTES)
-        outcome = _Outcome(nonce)
         quiet, self._quiet = self._quiet, False
+        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        try:
+            stream.send(_frame(encode_payload(command), nonce, quiet))
+            sent = True
+        except SandboxError:
+            sent = False
+        # Built while the shell runs the command: nothing here is needed to send it.
+        outcome = _Outcome(nonce)
         if quiet:
             # No process of the agent was left after the last command: nothing but this command
             # can end the shell now, and every process under the shell will be the command's.
             outcome.last_pid = 0
-        self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
-        try:
-            stream.send(_frame(encode_payload(command), nonce, quiet))
-        except SandboxError:
+        if not sent:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
 
