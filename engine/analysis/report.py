@@ -31,6 +31,7 @@ from engine.protocol.ladder import (
     format_depth,
     parse_estimator,
 )
+from store import headline as headline_q
 from store import reports as q
 from store import vocab
 
@@ -52,26 +53,19 @@ def build_report(
     if exclude_forgeable:
         tasks = [t for t in tasks if t["id"] not in forgeable]
     wanted = {t["id"] for t in tasks}
-    by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
-    task_rows = [_task_row(t, by_protocol) for t in tasks]
-    for row in task_rows:
-        row["forgeable_runs"] = forgeable.get(row["id"], 0)
-    measured = [r for r in task_rows if r["protocol"] is not None]
 
     def episodes(modes: tuple[str, ...], who: str | None = model) -> list[dict]:
         return [e for e in q.done_episodes(conn, modes, who) if e["task_id"] in wanted]
 
     uncapped = episodes(UNCAPPED_MODES)
-    models = _models(uncapped)
-    pass_rates = _pass_rates(tasks, uncapped)
-    for row in task_rows:
-        row["pass_rate"] = pass_rates.get(row["id"])
+    part = _task_figures(conn, tasks, forgeable, uncapped)
+    task_rows = part["tasks"]
     return {
-        "finished": bool(measured) and all(r["finished"] for r in measured),
+        "finished": part["finished"],
         "tasks": task_rows,
-        "datasets": _datasets(task_rows),
-        "models": models,
-        "headline": _headline(measured, pass_rates),
+        "datasets": part["datasets"],
+        "models": _models(uncapped),
+        "headline": part["headline"],
         "pass_by_cap": _pass_by_cap(episodes(("ladder", "audit"))),
         "recovery_depth": _recovery_depth(conn, task_rows),
         "search_estimates": _search_estimates(conn, tasks, task_rows),
@@ -91,6 +85,40 @@ def build_report(
                 if r["task_id"] in wanted and (model is None or r["agent"] == model)
             ]
         ),
+    }
+
+
+def build_headline(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The part of build_report(conn) that the dashboard heads with, equal to it key for key:
+    "finished", "tasks", "datasets", "headline" and "checks". Read narrowly (each uncapped
+    run's task, cap and outcome, not its every column) and with no bootstrap, so it is ready
+    in a fraction of the whole report's time on a big store."""
+    tasks = q.tasks(conn)
+    part = _task_figures(
+        conn, tasks, q.forgeable_counts(conn), headline_q.done_outcomes(conn, UNCAPPED_MODES)
+    )
+    return {**part, "checks": _checks(q.done_episodes(conn, ("check",)))}
+
+
+def _task_figures(
+    conn: sqlite3.Connection, tasks: list[dict], forgeable: dict[str, int], uncapped: list[dict]
+) -> dict[str, Any]:
+    """Each task's row (N, D, W, estimates, pass rate), the datasets and the headline: what
+    build_report and build_headline share. `uncapped`: finished uncapped runs (task_id, cap,
+    outcome are read)."""
+    by_protocol = {p: q.estimates(conn, p) for p in PROTOCOLS}
+    task_rows = [_task_row(t, by_protocol) for t in tasks]
+    for row in task_rows:
+        row["forgeable_runs"] = forgeable.get(row["id"], 0)
+    measured = [r for r in task_rows if r["protocol"] is not None]
+    pass_rates = _pass_rates(tasks, uncapped)
+    for row in task_rows:
+        row["pass_rate"] = pass_rates.get(row["id"])
+    return {
+        "finished": bool(measured) and all(r["finished"] for r in measured),
+        "tasks": task_rows,
+        "datasets": _datasets(task_rows),
+        "headline": _headline(measured, pass_rates),
     }
 
 
