@@ -179,3 +179,25 @@ def test_write_plots_writes_png_and_svg_of_each_figure(tmp_path: Path) -> None:
         for ext in ("png", "svg")
     }
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+# --------------------------------------------------------------------------- in the terminal
+
+
+def test_terminal_plots_take_each_models_colour_and_draw_nothing_where_no_task_is() -> None:
+    from depthtui.widgets.plot import depth_points, depth_scatter, pass_rate_table, safety_bars
+
+    report = _report(MODELS[:3])
+    colours = model_colours(report)
+    scatter = depth_scatter(depth_points(report), 40)
+    d1 = next(line for line in scatter.plain.splitlines() if line.lstrip().startswith("1 │"))
+    assert set(d1.split("│", 1)[1]) <= {" ", "●", "■"}  # no dotted line along D = 1 (nor '·')
+    bars = safety_bars(report["safety"], colours=colours)
+    for line, span_model in zip(bars.plain.splitlines(), [r["model"] for r in report["safety"]],
+                                strict=True):  # fmt: skip
+        assert line.lstrip().startswith(span_model)
+    styled = {str(s.style) for s in bars.spans}
+    assert {colours[m] for m in MODELS[:3]} <= styled
+    table = pass_rate_table(report["pass_by_cap"], colours)
+    names = {c.plain: str(c.style) for c in table.columns[0]._cells}
+    assert names == {m: f"bold {colours[m]}" for m in MODELS[:3]}

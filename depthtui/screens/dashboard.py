@@ -24,6 +24,7 @@ from depthtui.screens.figures import Report, fmt, headline_safety, rate_text, sh
 from depthtui.screens.format import cursor_key, job_progress, job_status, num, sync_rows
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
+from engine.analysis.palette import model_colours
 from engine.analysis.report import build_headline
 from store import jobs, views
 
@@ -83,11 +84,12 @@ def models_view(report: Report) -> RenderableType:
     table.add_column("pass@1", no_wrap=True)
     for col in ("tasks", "runs", "errors", "cost"):
         table.add_column(col, justify="right")
+    colours = model_colours(report)  # as in the report's plots
     for m in report["models"]:
         rate = m["pass_at_1"]
         table.add_row(
             one_line(m["model"], 60),
-            Text(bar(rate or 0.0, 10), style="green") + Text(f" {fmt(rate)}"),
+            Text(bar(rate or 0.0, 10), style=colours[m["model"]]) + Text(f" {fmt(rate)}"),
             num(m["tasks"]),
             num(m["episodes"]),
             Text(num(m["errors"]), style="magenta" if m["errors"] else ""),
