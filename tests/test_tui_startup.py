@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from depthtui.app import DepthApp
+from depthtui.bench_tui import FIGURES_MARK
 from depthtui.cli import opens_tui
 from depthtui.screens.figures import ReportChild, ReportStopped
 from engine.analysis.report import build_headline, build_report
@@ -63,7 +64,7 @@ def test_the_dashboard_shows_the_headline_before_the_report(tui, synthetic_db: P
         app._report_child = Slow()
         async with app.run_test(size=tui.size) as pilot:
             await app.screen.loaded.wait()
-            assert await tui.until(pilot, lambda: "median D" in tui.text(app))
+            assert await tui.until(pilot, lambda: FIGURES_MARK in tui.text(app))
             assert "computing the report's figures" in tui.text(app)  # pass@1, safety
             Slow.release.set()
             await tui.settle(pilot)

@@ -180,14 +180,21 @@ class DashboardScreen(DataScreen):
         # store (it is computed once per store version, App.report), so at start-up the
         # headline figures come first from build_headline, its quick part (equal to it), and
         # pass@1 and safety follow with the report.
+        # (Both in one delivery: painting the counts alone first held the headline back by a
+        # whole repaint of the screen.)
         with self.app.worker_reader() as conn:
             counts = (views.datasets(conn), jobs.list_jobs(conn, active_only=True))
-            self.deliver(self._show_counts, *counts)
             first = self._report is None and self.app.cached_report() is None
             part = build_headline(conn) if first else None
-        if part is not None:
-            self.deliver(self._show_headline, part)
+        self.deliver(self._show_start, counts, part)
         self.deliver(self._show_figures, self.app.report())
+
+    def _show_start(
+        self, counts: tuple[list[views.DatasetCount], list[jobs.Job]], part: Report | None
+    ) -> None:
+        self._show_counts(*counts)
+        if part is not None:
+            self._show_headline(part)
 
     def _show_counts(self, datasets: list[views.DatasetCount], active: list[jobs.Job]) -> None:
         self._datasets = datasets
