@@ -176,12 +176,11 @@ class DashboardScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="dashboard")
     def _fetch(self) -> None:
-        # The counts are cheap and shown at once; the whole report takes seconds on a big
-        # store (it is computed once per store version, App.report), so at start-up the
-        # headline figures come first from build_headline, its quick part (equal to it), and
-        # pass@1 and safety follow with the report.
-        # (Both in one delivery: painting the counts alone first held the headline back by a
-        # whole repaint of the screen.)
+        # The whole report takes seconds on a big store (it is built once per store version,
+        # App.report), so at start-up the counts come with the headline figures of
+        # build_headline, its quick part (equal to it), in one paint (the counts painted alone
+        # first held the headline back by a whole repaint); pass@1 and safety follow with the
+        # report.
         with self.app.worker_reader() as conn:
             counts = (views.datasets(conn), jobs.list_jobs(conn, active_only=True))
             first = self._report is None and self.app.cached_report() is None
