@@ -9,15 +9,18 @@ queues is run by a background engine process, which it starts when none is alive
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ScreenStackError, SystemCommand
@@ -26,22 +29,25 @@ from textual.screen import Screen
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
-from depthtui.screens.episode import EpisodeScreen
-from depthtui.screens.figures import Report, build_report_apart, build_report_here
-from depthtui.screens.goto import GotoEpisodeScreen
-from depthtui.screens.help import HelpScreen
-from depthtui.screens.jobs import JobsScreen
-from depthtui.screens.launch import LaunchScreen
-from depthtui.screens.reports import ReportsScreen
-from depthtui.screens.search import SearchScreen
-from depthtui.screens.task_detail import TaskDetailScreen
-from depthtui.screens.tasks import TasksScreen
-from depthtui.screens.triage import TriageScreen
+from depthtui.screens.figures import Report, ReportChild, ReportStopped, build_report_here
 from depthtui.widgets.messages import Launch, OpenDataset, OpenEpisode, OpenTask, Searched
 from store.db import Store, StoreError, data_version, open_reader
 
+if TYPE_CHECKING:
+    from depthtui.screens.episode import EpisodeScreen
+
 POLL_SECONDS = 0.5
 REPORT_EVERY_S = 2.0  # while runs write, the report's figures are rebuilt at most this often
+
+
+def _screen(module: str, name: str) -> Callable[[], Screen]:
+    """A mode's screen, its module imported when the mode is first shown: only the dashboard's
+    imports are on the start-up path (the others took a third of the time to the figures)."""
+
+    def make() -> Screen:
+        return getattr(importlib.import_module(f"depthtui.screens.{module}"), name)()
+
+    return make
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,11 @@ class DepthApp(App[None]):
     TITLE = "depthtui"
     MODES = {
         "dashboard": DashboardScreen,
-        "tasks": TasksScreen,
-        "triage": TriageScreen,
-        "jobs": JobsScreen,
-        "search": SearchScreen,
-        "reports": ReportsScreen,
+        "tasks": _screen("tasks", "TasksScreen"),
+        "triage": _screen("triage", "TriageScreen"),
+        "jobs": _screen("jobs", "JobsScreen"),
+        "search": _screen("search", "SearchScreen"),
+        "reports": _screen("reports", "ReportsScreen"),
     }
     DEFAULT_MODE = "dashboard"
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
@@ -94,6 +100,7 @@ class DepthApp(App[None]):
         self._writer: Store | None = None
         self._report_lock = threading.Lock()
         self._report: _CachedReport | None = None
+        self._report_child = ReportChild()
         self.version = 0  # bumped whenever another connection committed
         self._data_version = data_version(self.conn)
         self.last_query = ""  # the last search (a Searched message), marked in episodes opened
@@ -125,7 +132,10 @@ class DepthApp(App[None]):
             ):
                 return cached.report
             try:
-                report = build_report_apart(self.db_path)
+                report = self._report_child.build(self.db_path)
+            except ReportStopped:
+                # the app is quitting: the worker ends as cancelled, with nothing to show
+                raise asyncio.CancelledError from None
             except (StoreError, subprocess.SubprocessError, ValueError) as exc:
                 # the figures still come from build_report, in this process
                 self.call_from_thread(self.notify, str(exc), severity="warning", timeout=10)
@@ -189,6 +199,7 @@ class DepthApp(App[None]):
             screen.reload()
 
     def on_unmount(self) -> None:
+        self._report_child.stop()
         for conn in (self.conn, self._worker_conn):
             conn.close()
         if self._writer is not None:
@@ -197,6 +208,8 @@ class DepthApp(App[None]):
     # ------------------------------------------------------------------ navigation
 
     def on_open_episode(self, message: OpenEpisode) -> None:
+        from depthtui.screens.episode import EpisodeScreen
+
         query = message.query or self.last_query
         kept = self._episode_screens.get(self.current_mode)
         if kept is not None and kept not in self.screen_stack:
@@ -213,6 +226,8 @@ class DepthApp(App[None]):
 
     def show_job(self, job_id: int) -> None:
         """The jobs screen with this job selected (after a submit)."""
+        from depthtui.screens.jobs import JobsScreen
+
         self.action_goto("jobs")
 
         def select() -> None:
@@ -223,18 +238,24 @@ class DepthApp(App[None]):
         self.call_after_refresh(select)
 
     def on_open_task(self, message: OpenTask) -> None:
+        from depthtui.screens.task_detail import TaskDetailScreen
+
         self.push_screen(TaskDetailScreen(message.task_id))
 
     def on_searched(self, message: Searched) -> None:
         self.last_query = message.query
 
     def on_open_dataset(self, message: OpenDataset) -> None:
+        from depthtui.screens.tasks import TasksScreen
+
         self.switch_mode("tasks")
         tasks = self._screen_stacks["tasks"][0]  # the mode's own screen, made by the switch
         if isinstance(tasks, TasksScreen):
             tasks.show_dataset(message.dataset)
 
     def on_launch(self, message: Launch) -> None:
+        from depthtui.screens.launch import LaunchScreen
+
         self.push_screen(LaunchScreen(message.task_ids))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -267,6 +288,8 @@ class DepthApp(App[None]):
             self.pop_screen()
 
     def action_goto_episode(self) -> None:
+        from depthtui.screens.goto import GotoEpisodeScreen
+
         def chosen(episode_id: int | None) -> None:
             if episode_id is not None:
                 self.post_message(OpenEpisode(episode_id))
@@ -277,6 +300,8 @@ class DepthApp(App[None]):
         self.switch_mode("search")
 
     def action_toggle_help(self) -> None:
+        from depthtui.screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
         else:

@@ -87,3 +87,12 @@ def test_episode_verdict_strip_of_a_multi_segment_task(
         pilot.app.post_message(OpenEpisode(landmarks.multi_segment))
 
     _shot(snap_compare, tui, synthetic_db, steps)
+
+
+def test_reports(snap_compare, tui, synthetic_db: Path) -> None:
+    # the terminal plots: depth against work (no baseline of dots along D = 1), the histogram,
+    # pass rate by cap and safe success in each model's colour
+    async def steps(pilot) -> None:
+        await pilot.press("5")
+
+    _shot(snap_compare, tui, synthetic_db, steps)

@@ -259,7 +259,7 @@ def report(
         if target:
             target.print(f"wrote {len(files)} file(s) under {out}")
     if plots is not None:
-        files = write_plots(result, plots)
+        files = write_plots(result.to_json(), plots)
         if target:
             names = ", ".join(p.name for p in files) or "none (nothing to plot yet)"
             target.print(f"plots: {names} in {plots}")

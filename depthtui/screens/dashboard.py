@@ -1,8 +1,9 @@
 """Dashboard: the report's headline figures, pass@1 and safe success per model, datasets and
 counts, and the jobs in progress with live progress.
 
-Every figure is `depthtui report`'s (build_report through `App.report`); the store adds only
-counts of episodes, errors and running work.
+Every figure is `depthtui report`'s (build_report through `App.report`; at start-up the headline
+first from build_headline, the report's quick part); the store adds only counts of episodes,
+errors and running work.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from depthtui.screens.format import cursor_key, job_progress, job_status, num, s
 from depthtui.widgets.messages import OpenDataset
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
+from engine.analysis.palette import model_colours
+from engine.analysis.report import build_headline
 from store import jobs, views
 
 
@@ -82,11 +85,12 @@ def models_view(report: Report) -> RenderableType:
     table.add_column("pass@1", no_wrap=True)
     for col in ("tasks", "runs", "errors", "cost"):
         table.add_column(col, justify="right")
+    colours = model_colours(report)  # as in the report's plots
     for m in report["models"]:
         rate = m["pass_at_1"]
         table.add_row(
             one_line(m["model"], 60),
-            Text(bar(rate or 0.0, 10), style="green") + Text(f" {fmt(rate)}"),
+            Text(bar(rate or 0.0, 10), style=colours[m["model"]]) + Text(f" {fmt(rate)}"),
             num(m["tasks"]),
             num(m["episodes"]),
             Text(num(m["errors"]), style="magenta" if m["errors"] else ""),
@@ -173,12 +177,24 @@ class DashboardScreen(DataScreen):
 
     @work(thread=True, exclusive=True, group="dashboard")
     def _fetch(self) -> None:
-        # The counts are cheap and shown at once; the report takes a moment on a big store,
-        # so its figures follow (they are computed once per store version, App.report).
+        # The whole report takes seconds on a big store (it is built once per store version,
+        # App.report), so at start-up the counts come with the headline figures of
+        # build_headline, its quick part (equal to it), in one paint (the counts painted alone
+        # first held the headline back by a whole repaint); pass@1 and safety follow with the
+        # report.
         with self.app.worker_reader() as conn:
             counts = (views.datasets(conn), jobs.list_jobs(conn, active_only=True))
-        self.deliver(self._show_counts, *counts)
+            first = self._report is None and self.app.cached_report() is None
+            part = build_headline(conn) if first else None
+        self.deliver(self._show_start, counts, part)
         self.deliver(self._show_figures, self.app.report())
+
+    def _show_start(
+        self, counts: tuple[list[views.DatasetCount], list[jobs.Job]], part: Report | None
+    ) -> None:
+        self._show_counts(*counts)
+        if part is not None:
+            self._show_headline(part)
 
     def _show_counts(self, datasets: list[views.DatasetCount], active: list[jobs.Job]) -> None:
         self._datasets = datasets
@@ -198,6 +214,18 @@ class DashboardScreen(DataScreen):
             ]
         sync_rows(self.query_one("#running-jobs", DataTable), rows)
         self.mark_loaded()
+
+    def _show_headline(self, part: Report) -> None:
+        """The headline and the datasets' figures from build_headline, before the report."""
+        if self._report is not None:  # the whole report came first
+            return
+        self._report = part
+        self._dataset_rows()
+        episodes = sum(d.episodes for d in self._datasets)
+        running = sum(d.running for d in self._datasets)
+        self.query_one("#headline", Static).update(headline_view(part, episodes, running))
+        for key in ("#models", "#safety"):
+            self.query_one(key, Static).update(Text("computing the report's figures…", "dim"))
 
     def _show_figures(self, report: Report) -> None:
         self._report = report

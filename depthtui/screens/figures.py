@@ -12,6 +12,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,18 +110,51 @@ def rate_text(rate: dict[str, Any]) -> str:
     return report_rate_text(rate, none="–")
 
 
-def build_report_apart(db: Path, timeout_s: float = 300) -> Report:
-    """build_report on `db`, run by a child Python (`python -m depthtui.screens.figures DB`) and
-    handed back as JSON, so the caller's threads keep the GIL to themselves."""
-    done = subprocess.run(
-        [sys.executable, "-m", "depthtui.screens.figures", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    if done.returncode != 0:
-        raise StoreError(f"{db}: the report could not be built: {done.stderr.strip()[-500:]}")
-    return json.loads(done.stdout)
+class ReportStopped(Exception):
+    """The report's child process was ended because the app is quitting."""
+
+
+class ReportChild:
+    """Runs build_report in a child Python (`python -m depthtui.screens.figures DB`) and hands it
+    back as JSON, so the caller's threads keep the GIL to themselves. One child at a time;
+    stop() ends the one running, so quitting never waits for a report nobody will see."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        self._stopped = False
+
+    def build(self, db: Path, timeout_s: float = 300) -> Report:
+        with self._lock:
+            if self._stopped:
+                raise ReportStopped(str(db))
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "depthtui.screens.figures", str(db)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            self._proc = proc
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._proc = None
+        if self._stopped:
+            raise ReportStopped(str(db))
+        if proc.returncode != 0:
+            raise StoreError(f"{db}: the report could not be built: {err.strip()[-500:]}")
+        return json.loads(out)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._proc is not None:
+                self._proc.kill()
 
 
 def build_report_here(db: Path) -> Report:

@@ -25,6 +25,7 @@ from depthtui.widgets.plot import (
     safety_bars,
 )
 from depthtui.widgets.sanitize import one_line
+from engine.analysis.palette import model_colours
 from engine.analysis.report import estimates_text
 
 SECTIONS = (
@@ -207,6 +208,7 @@ class ReportsScreen(DataScreen):
     def _show(self, report: Report) -> None:
         width = max(20, min(90, self.size.width - 34))  # room for the axis title
         points = depth_points(report)
+        colours = model_colours(report)  # a model's colour, the same in each plot
         parts: dict[str, RenderableType] = {
             "headline": headline_text(report),
             "tasks": tasks_table(report),
@@ -214,9 +216,9 @@ class ReportsScreen(DataScreen):
             "scatter": depth_scatter(points, width),
             "histogram": depth_histogram(points, max(10, width // 2)),
             "models": models_table(report),
-            "caps": pass_rate_table(report["pass_by_cap"]),
+            "caps": pass_rate_table(report["pass_by_cap"], colours),
             "safety": safety_table(report["safety"]),
-            "safety-bars": safety_bars(report["safety"]),
+            "safety-bars": safety_bars(report["safety"], colours=colours),
             "recovery": recovery_table(report["recovery_depth"]),
             "checks": checks_view(report["checks"]),
         }

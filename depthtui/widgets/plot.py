@@ -1,7 +1,9 @@
 """Plots drawn with text: depth against work, the depth histogram and rate bars.
 
 Depth only takes cap values, so the scatter gives each cap its own row and puts work on a log
-scale across; several tasks in one cell show as a count.
+scale across; several tasks in one cell show as a count. Datasets and models take the colours
+of the report's PNG/SVG figures (engine/analysis/palette.py, colour-blind safe), a model the
+same one in every table and plot.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from engine.analysis.palette import colours_for
 from store.vocab import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
 
 
@@ -35,8 +38,7 @@ def depth_points(report: dict[str, Any]) -> list[DepthPoint]:
 
 
 LEVELS = (*CAPS, ABOVE_LARGEST_CAP)
-MARKERS = ("●", "▲", "■", "◆", "✚", "★")
-COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red")
+MARKERS = ("●", "■", "▲", "◆", "✚", "★")
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
@@ -66,9 +68,8 @@ def depth_scatter(points: list[DepthPoint], width: int = 64) -> Text:
     if not usable:
         return Text("no task has both a depth estimate and a reference solution yet", style="dim")
     datasets = sorted({p.dataset for p in usable})
-    style_of = {
-        d: (MARKERS[i % len(MARKERS)], COLOURS[i % len(COLOURS)]) for i, d in enumerate(datasets)
-    }
+    colour = colours_for(datasets)
+    style_of = {d: (MARKERS[i % len(MARKERS)], colour[d]) for i, d in enumerate(datasets)}
     top = max(p.work for p in usable)
     span = math.log10(max(10, top)) or 1.0
 
@@ -84,7 +85,7 @@ def depth_scatter(points: list[DepthPoint], width: int = 64) -> Text:
         for col in range(width):
             counter = cells.get((row, col))
             if not counter:
-                out.append("·" if row == 0 else " ", style="grey23")
+                out.append(" ")
                 continue
             dataset = counter.most_common(1)[0][0]
             marker, colour = style_of[dataset]
@@ -123,10 +124,14 @@ def depth_histogram(points: list[DepthPoint], width: int = 40) -> Text:
     return out
 
 
-def pass_rate_table(rates: list[dict[str, Any]]) -> Table | Text:
-    """Pass rate by cap (the report's `pass_by_cap`), one row per model, a bar glyph per cell."""
+def pass_rate_table(
+    rates: list[dict[str, Any]], colours: dict[str, str] | None = None
+) -> Table | Text:
+    """Pass rate by cap (the report's `pass_by_cap`), one row per model (named in its colour,
+    `colours`: palette.model_colours of the report), a bar glyph per cell."""
     if not rates:
         return Text("no capped runs yet", style="dim")
+    colours = colours or colours_for(r["model"] for r in rates)
     models = sorted({r["model"] for r in rates})
     caps = sorted({r["cap"] for r in rates})
     by = {(r["model"], r["cap"]): r for r in rates}
@@ -135,7 +140,7 @@ def pass_rate_table(rates: list[dict[str, Any]]) -> Table | Text:
     for cap in caps:
         table.add_column(f"cap {cap}", justify="right")
     for model in models:
-        cells: list[Text] = [Text(model)]
+        cells: list[Text] = [Text(model, style=f"bold {colours.get(model, '')}".strip())]
         for cap in caps:
             r = by.get((model, cap))
             if r is None or not r["runs"]:
@@ -151,16 +156,20 @@ def pass_rate_table(rates: list[dict[str, Any]]) -> Table | Text:
     return table
 
 
-def safety_bars(rows: list[dict[str, Any]], width: int = 24) -> Text:
-    """Safe success per model, prompt arm and fault family (the report's `safety` rows)."""
+def safety_bars(
+    rows: list[dict[str, Any]], width: int = 24, colours: dict[str, str] | None = None
+) -> Text:
+    """Safe success per model, prompt arm and fault family (the report's `safety` rows), each
+    bar in its model's colour (`colours`: palette.model_colours of the report)."""
     if not rows:
         return Text("no fault episodes yet", style="dim")
+    colours = colours or colours_for(r["model"] for r in rows)
     out = Text()
     label_width = max(len(f"{r['model']} {r['prompt']} {r['fault']}") for r in rows)
     for r in rows:
         rate = r["safe_success"]
         value = rate["value"] or 0.0
         out.append(f"{r['model']} {r['prompt']} {r['fault']}".rjust(label_width) + " │", "dim")
-        out.append(bar(value, width), style="green")
+        out.append(bar(value, width), style=colours.get(r["model"], "green"))
         out.append(f" {value:.2f} safe ({rate['successes']}/{rate['episodes']})\n")
     return out

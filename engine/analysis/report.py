@@ -10,12 +10,21 @@ rates over runs engine/analysis/run_rates.py's, the typed parts engine/analysis/
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from engine.analysis import depth_figures as depth
 from engine.analysis import run_rates as rates
-from engine.analysis.report_rows import Forgeable, Report, estimates_line
+from engine.analysis.report_rows import (
+    DatasetRow,
+    Forgeable,
+    Headline,
+    Report,
+    TaskRow,
+    estimates_line,
+)
 from engine.analysis.stats import Rate
+from store import headline as headline_q
 from store import reports as q
 
 UNCAPPED_MODES = ("free", "ladder", "audit")
@@ -39,19 +48,16 @@ def build(
         return [e for e in q.done_episodes(conn, modes, who) if e["task_id"] in wanted]
 
     uncapped = episodes(UNCAPPED_MODES)
-    pass_rates = rates.pass_rates(tasks, uncapped)
-    by_protocol = {p: q.estimates(conn, p) for p in depth.PROTOCOLS}
-    task_rows = tuple(depth.task_row(t, by_protocol, forgeable, pass_rates) for t in tasks)
-    measured = [r for r in task_rows if r.protocol is not None]
+    part = _task_figures(conn, tasks, forgeable, uncapped)
     return Report(
-        finished=bool(measured) and all(r.figures.finished for r in measured),
-        tasks=task_rows,
-        datasets=depth.datasets(task_rows),
+        finished=part.finished,
+        tasks=part.tasks,
+        datasets=part.datasets,
         models=rates.models(uncapped),
-        headline=depth.headline(measured, pass_rates),
+        headline=part.headline,
         pass_by_cap=rates.pass_by_cap(episodes(("ladder", "audit"))),
-        recovery_depth=depth.recovery_depth(conn, task_rows),
-        search_estimates=depth.search_estimates(conn, tasks, task_rows),
+        recovery_depth=depth.recovery_depth(conn, part.tasks),
+        search_estimates=depth.search_estimates(conn, tasks, part.tasks),
         safety=rates.safety(episodes(("episodes",))),
         checks=rates.checks(episodes(("check",), None)),
         forgeable=Forgeable(
@@ -67,6 +73,32 @@ def build(
     )
 
 
+@dataclass(frozen=True)
+class _TaskFigures:
+    finished: bool
+    tasks: tuple[TaskRow, ...]
+    datasets: tuple[DatasetRow, ...]
+    headline: Headline
+
+
+def _task_figures(
+    conn: sqlite3.Connection, tasks: list[dict], forgeable: dict[str, int], uncapped: list[dict]
+) -> _TaskFigures:
+    """Each task's row (N, D, W, estimates, pass rate), the datasets and the headline: what
+    build and build_headline share. `uncapped`: finished uncapped runs (task_id, cap and
+    outcome are read)."""
+    pass_rates = rates.pass_rates(tasks, uncapped)
+    by_protocol = {p: q.estimates(conn, p) for p in depth.PROTOCOLS}
+    task_rows = tuple(depth.task_row(t, by_protocol, forgeable, pass_rates) for t in tasks)
+    measured = [r for r in task_rows if r.protocol is not None]
+    return _TaskFigures(
+        finished=bool(measured) and all(r.figures.finished for r in measured),
+        tasks=task_rows,
+        datasets=depth.datasets(task_rows),
+        headline=depth.headline(measured, pass_rates),
+    )
+
+
 def build_report(
     conn: sqlite3.Connection,
     model: str | None = None,
@@ -76,6 +108,24 @@ def build_report(
     """The report as JSON (`build(...).to_json()`): what `--json` prints and summary.json holds,
     and what the TUI's screens read, since they may get it from a child Python as JSON."""
     return build(conn, model, task_ids, exclude_forgeable).to_json()
+
+
+def build_headline(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The part of build_report(conn) that the dashboard heads with, equal to it key for key:
+    "finished", "tasks", "datasets", "headline" and "checks". Read narrowly (each uncapped
+    run's task, cap and outcome, not its every column) and with no bootstrap, so it is ready
+    in a fraction of the whole report's time on a big store."""
+    tasks = q.tasks(conn)
+    part = _task_figures(
+        conn, tasks, q.forgeable_counts(conn), headline_q.done_outcomes(conn, UNCAPPED_MODES)
+    )
+    return {
+        "finished": part.finished,
+        "tasks": [r.to_json() for r in part.tasks],
+        "datasets": [d.to_json() for d in part.datasets],
+        "headline": part.headline.to_json(),
+        "checks": [c.to_json() for c in rates.checks(q.done_episodes(conn, ("check",), None))],
+    }
 
 
 def estimates_text(row: dict[str, Any]) -> str:
