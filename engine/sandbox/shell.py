@@ -114,12 +114,14 @@ __depthtui_begin() {
 }
 __depthtui_end() {
     case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
-    \builtin local __dt_n __dt_p __dt_q=0 __dt_fi __dt_s
+    # A name the agent made readonly would keep its value (a forged quiet flag): end the shell,
+    # which is then replaced, rather than report what the agent chose.
+    \builtin local __dt_n __dt_p __dt_q=0 __dt_fi __dt_s || \builtin exit 125
     \builtin read -r -N NONCE_CHARS __dt_n
     \builtin printf -v __dt_p '%s ' /proc/[1-9]*
     [[ -n $__dt_base && $__dt_p == "$__dt_base" ]] && __dt_q=1
     if [[ ${#__dt_n} == NONCE_CHARS ]]; then
-        \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD"
+        \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD" || :  # (set -e)
         IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
         if [[ -z $__dt_out || ${__dt_fi-} != *"$__dt_out"$'\n'* ]]; then
             # That mark went elsewhere, or may have: where it went (c the shell's stdout is
