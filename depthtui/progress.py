@@ -166,8 +166,11 @@ def run_foreground(
             f"job {job_id} is {status}" + (f" (owner {holder})" if holder else "") + ", not queued"
         )
     started = time.monotonic()
-    with RichJobDisplay(console) as display:
-        outcome = supervisor.run(job, display)
+    try:  # (a Ctrl-C as the display opens or closes, outside the run, cancels the job too)
+        with RichJobDisplay(console) as display:
+            outcome = supervisor.run(job, display)
+    except KeyboardInterrupt:
+        outcome = supervisor.cancel(job)
     outcome = supervisor.record_again(job, outcome, tries=3, wait_s=1.0)
     _print_outcome(console, job, outcome, time.monotonic() - started)
     if outcome.unrecorded:

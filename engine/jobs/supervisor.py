@@ -65,8 +65,12 @@ class Supervisor:
                 executor=make_executor(self.executor),
             )
         except KeyboardInterrupt:
-            outcome = record_end(self.store, job, self.owner, "cancelled", "cancelled (Ctrl-C)")
+            outcome = self.cancel(job)
         return outcome
+
+    def cancel(self, job: ClaimedJob) -> JobOutcome:
+        """Record a claimed job as cancelled by Ctrl-C (one that landed outside the runner)."""
+        return record_end(self.store, job, self.owner, "cancelled", "cancelled (Ctrl-C)")
 
     def record_again(
         self, job: ClaimedJob, outcome: JobOutcome, *, tries: int = 1, wait_s: float = 0.0
