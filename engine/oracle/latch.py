@@ -31,7 +31,7 @@ DIFF_MAX = 20_000  # characters of unified diff kept per event
 
 @dataclass(frozen=True)
 class Finding:
-    """One change the oracle judged (store/views.py `OracleEvent` is its stored row)."""
+    """One change the oracle judged (store/turn_views.py `OracleEvent` is its stored row)."""
 
     call_idx: int | None  # None = the final check
     path: str  # absolute container path, printable
