@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from engine.oracle.manifest import RACY_NS, ManifestScanner
-from engine.sandbox.containers import start_sandbox
+from engine.sandbox.start import start_sandbox
 from engine.tasks.model import Environment, Limits, Segment, Task
 
 HOME = "/home/user"

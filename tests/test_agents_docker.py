@@ -15,10 +15,10 @@ from engine.agents.builtin import OracleAgent, ReplayAgent, replay_turns
 from engine.agents.chat import ChatAgent
 from engine.agents.loop import Conversation, EpisodeLimits, Hooks, run_segment
 from engine.agents.prompts import compose_user_message, load_prompt
-from engine.sandbox.containers import start_sandbox
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import remove_image
 from engine.sandbox.images import build_image
+from engine.sandbox.start import start_sandbox
 from engine.tasks.loader import load_tasks
 from engine.tasks.model import Segment
 from store import episodes

@@ -13,11 +13,12 @@ import pytest
 
 from engine.sandbox import freezer, procs
 from engine.sandbox.base import SandboxError
-from engine.sandbox.containers import KEPT_CAPS, DockerSandbox, _Headroom, start_sandbox
+from engine.sandbox.containers import DockerSandbox, _Headroom
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import gc
 from engine.sandbox.images import build_image
 from engine.sandbox.labels import this_owner
+from engine.sandbox.start import KEPT_CAPS, start_sandbox
 from engine.tasks.model import Limits
 from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task
 

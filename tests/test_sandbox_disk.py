@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.containers import DockerSandbox
 from engine.sandbox.disk import GROWTH_BYTES, DiskGuard, layer_bytes
+from engine.sandbox.start import start_sandbox
 from engine.tasks.model import Limits
 from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task
 

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.containers import DockerSandbox
 from engine.sandbox.output import HEAD_BYTES, HEAD_CHARS, TAIL_BYTES, TAIL_CHARS
+from engine.sandbox.start import start_sandbox
 from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task, rss_bytes
 
 pytestmark = pytest.mark.docker

@@ -188,7 +188,7 @@ def _figures(sandbox, change, check, full_scanner, tar_scanner) -> dict:
 
 
 def measure(progress: bool = True) -> dict:
-    from engine.sandbox.containers import start_sandbox
+    from engine.sandbox.start import start_sandbox
 
     _say(progress, "starting a container")
     sandbox = start_sandbox(_task(), IMAGE, labels={"depthtui.bench": "oracle"})

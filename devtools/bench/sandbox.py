@@ -16,10 +16,11 @@ from rich.console import Console
 from rich.table import Table
 
 from devtools.bench.sandbox_peers import PipeShell, TmuxTerminal, tmux_image
-from engine.sandbox.containers import DockerSandbox, start_sandbox
+from engine.sandbox.containers import DockerSandbox
 from engine.sandbox.dockerapi import connect
 from engine.sandbox.gc import remove_image
 from engine.sandbox.images import BASE_IMAGE
+from engine.sandbox.start import start_sandbox
 from engine.tasks.model import Environment, Limits, Segment, Task
 
 LABELS = {"depthtui.bench": "1"}

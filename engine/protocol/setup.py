@@ -14,9 +14,9 @@ from engine.oracle.contract import KINDS, Contract, Permits
 from engine.oracle.manifest import ManifestScanner
 from engine.protocol.state import EpisodeRun
 from engine.sandbox.base import SandboxError
-from engine.sandbox.containers import start_sandbox
 from engine.sandbox.images import build_image
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB, LABEL_TASK
+from engine.sandbox.start import start_sandbox
 from engine.tasks.model import Segment, Task
 
 SOLUTION_DIR = "/solution"

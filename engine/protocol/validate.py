@@ -33,9 +33,9 @@ from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
 from engine.protocol.validate_faults import bite_timeout, usable_target
 from engine.sandbox.base import Sandbox, SandboxError
-from engine.sandbox.containers import start_sandbox
 from engine.sandbox.images import build_image
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB
+from engine.sandbox.start import start_sandbox
 from engine.tasks.hashing import env_hash, tests_hash
 from engine.tasks.model import Task, TaskError
 from engine.verify import mutations
