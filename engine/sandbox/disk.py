@@ -226,6 +226,11 @@ def over_limits(guard: DiskGuard, usage: LayerUsage | None) -> tuple[str, str] |
     return None
 
 
+# How long the next observation waits for a kill under way to name what it killed (a kill is a
+# freeze, a SIGKILL each and a thaw: milliseconds, more on a loaded machine).
+KILL_NOTE_WAIT_S = 5.0
+
+
 class DiskWatch:
     """The guard asked from its own thread; what it did waits in `take_note()` for the next
     observation."""
@@ -236,6 +241,8 @@ class DiskWatch:
         self._note = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._settled = threading.Event()  # clear while a kill is under way
+        self._settled.set()
         self._thread = threading.Thread(target=self._run, name="depthtui-disk-watch", daemon=True)
 
     def start(self) -> None:
@@ -247,6 +254,8 @@ class DiskWatch:
             self._thread.join(timeout=5)
 
     def take_note(self) -> str:
+        # A command the kill ended can come back before the kill has named what it killed.
+        self._settled.wait(KILL_NOTE_WAIT_S)
         with self._lock:
             note, self._note = self._note, ""
         return note
@@ -261,17 +270,19 @@ class DiskWatch:
             # Said before the kill: the command it ends then always carries the note.
             with self._lock:
                 self._note = f"{said}; {ask}"
+                self._settled.clear()
             try:
                 killed = self.kill()
             except Exception:  # the container went meanwhile (the episode ended)
                 killed = []
-            self.guard.settle()
             if killed:
                 names = ", ".join(f"{name} (pid {pid})" for pid, name in killed[:8])
                 more = f" and {len(killed) - 8} more" if len(killed) > 8 else ""
                 with self._lock:
-                    if self._note:  # not taken yet
+                    if self._note:  # not taken yet (only after KILL_NOTE_WAIT_S)
                         self._note = f"{said} ({names}{more}); {ask}"
+            self._settled.set()
+            self.guard.settle()
 
 
 def watch_for(
