@@ -75,6 +75,12 @@ def _make_engine(module: str, help_text: str) -> None:
         json_out: JsonOption = False,
         executor: ExecutorOpt = "local",
         ray_address: RayAddressOpt = None,
+        tasks: int | None = typer.Option(
+            None,
+            "--tasks",
+            min=1,
+            help="Only the first N single-segment demo tasks (a shorter run); default all.",
+        ),
     ) -> None:
         choice = executor_choice(executor, ray_address)
         name = "devtools.bench.ray" if choice.kind == "ray" else module
@@ -83,7 +89,7 @@ def _make_engine(module: str, help_text: str) -> None:
         except ImportError as exc:
             fail(f"benchmark 'engine' is not available: {exc}")
         extra = {"address": choice.ray_address} if choice.kind == "ray" else {}
-        result = mod.measure(progress=not json_out, **extra)
+        result = mod.measure(progress=not json_out, limit=tasks, **extra)
         if json_out:
             print_json(result)
         else:
