@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.cache import build_log_dir
 from engine.jobs.containers import docker_problem
 from engine.jobs.runner import JobListener, run_job
 from engine.protocol.kinds import JobKind, UnitContext, UnitResult
@@ -58,25 +57,15 @@ PHASES = (
 
 
 def _oracle_unit(ctx: UnitContext, task_id: str) -> UnitResult:
-    """One oracle episode of one task (what `check` runs first, without the nop episode)."""
+    """One oracle episode of one task (what `check` runs first, without the nop episode),
+    through whichever executor the job was given (local here, Ray in devtools/bench/ray.py)."""
     from engine.agents.registry import Registry, builtin_models
-    from engine.protocol.episode import RunContext, run_episode
+    from engine.protocol.common import load_unit_task, run_context
+    from engine.protocol.episode import run_episode
     from engine.protocol.spec import EpisodeSpec
-    from engine.tasks.loader import load_task
-    from store.tasks import get_task
 
-    row = get_task(ctx.store, task_id)
-    task = load_task(Path(row["source_path"]))
-    run = RunContext(
-        store=ctx.store,
-        registry=Registry(models=builtin_models(), path=None),
-        owner=ctx.owner,
-        job_id=ctx.job_id,
-        log_dir=build_log_dir(),
-        should_stop=ctx.should_stop,
-        progress=ctx.progress,
-        add_cost=ctx.add_cost,
-    )
+    task = load_unit_task(ctx.store, task_id)
+    run = run_context(ctx, Registry(models=builtin_models(), path=None))
     spec = EpisodeSpec(task_id=task.id, task_hash=task.content_hash, mode="check", agent="oracle")
     result = run_episode(run, task, spec)
     ok = result.status == "done" and not result.error_kind

@@ -22,10 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.engine import DEMO, build_images, single_segment_tasks
+from devtools.bench.engine import DEMO, ORACLE, build_images, single_segment_tasks
 from engine.jobs.containers import docker_problem
 from engine.jobs.runner import run_job
-from engine.protocol.kinds import JobKind, UnitContext, UnitResult
 from engine.sandbox.labels import this_owner
 
 WORKERS = 2
@@ -33,29 +32,6 @@ ROUNDS = 2
 TARGET_RATIO = 1.3
 # Timings measured inside another phase (the agent's, or verify's): never summed on their own.
 NESTED = ("calls", "model", "oracle", "teardown_during_verify")
-
-
-def _oracle_unit(ctx: UnitContext, task_id: str) -> UnitResult:
-    """One oracle episode of one task, through whichever executor the job was given."""
-    from engine.agents.registry import Registry, builtin_models
-    from engine.protocol.common import load_unit_task, run_context
-    from engine.protocol.episode import run_episode
-    from engine.protocol.spec import EpisodeSpec
-
-    task = load_unit_task(ctx.store, task_id)
-    run = run_context(ctx, Registry(models=builtin_models(), path=None))
-    spec = EpisodeSpec(task_id=task.id, task_hash=task.content_hash, mode="check", agent="oracle")
-    result = run_episode(run, task, spec)
-    ok = result.status == "done" and not result.error_kind
-    error = "" if ok else f"{result.error_kind or result.status}: {result.error_detail or ''}"
-    return UnitResult(task_id, ok, episodes_run=1, error=error)
-
-
-ORACLE = JobKind(
-    name="check",
-    units=lambda store, params: list(params["tasks"]),
-    run_unit=_oracle_unit,
-)
 
 
 def _pass(db: Path, tasks: list[Any], executor: Any) -> dict[str, Any]:
