@@ -440,7 +440,7 @@ class _Outcome:
     end_reason: str
     error_kind: str | None = None
     collateral: bool = False
-    fault_family: str = "clean"
+    fault_family: str = vocab.NO_FAULT
     fault_cleared: bool | None = None
     fault_observed_turn: int | None = None
     mode: str = "ladder"
@@ -478,7 +478,7 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
         prompt_name="default",
         prompt_text="",
         fault_family=o.fault_family,
-        fault_target=tpl.input_path if o.fault_family != "clean" else None,
+        fault_target=tpl.input_path if o.fault_family != vocab.NO_FAULT else None,
         seed=ep % 1000,
         spec_json={"cap": o.cap, "budget": o.budget} | o.spec_extra,
         started_at=start,
@@ -654,7 +654,7 @@ def _episode(w: _Writer, task: _Task, o: _Outcome) -> int:
                 error_detail=None,
                 duration_s=round(rng.uniform(20, 200), 1),
             )
-    if o.fault_family != "clean":
+    if o.fault_family != vocab.NO_FAULT:
         set_fault_record(
             w.store,
             ep,
@@ -1023,12 +1023,12 @@ def _fill(w: _Writer, say: Callable[[str], None]) -> Landmarks:
             )
 
     say("fault episodes")
-    families = ("clean", *vocab.FAULT_FAMILIES)
+    families = (vocab.NO_FAULT, *vocab.FAULT_FAMILIES)
     for t in tasks:
         model = spec.models[0]
         for f, family in enumerate(families):
             ok = w.rng.random() < 0.6
-            cleared = None if family == "clean" else (ok if w.rng.random() < 0.8 else not ok)
+            cleared = None if family == vocab.NO_FAULT else (ok if w.rng.random() < 0.8 else not ok)
             _episode(
                 w,
                 t,
@@ -1041,7 +1041,7 @@ def _fill(w: _Writer, say: Callable[[str], None]) -> Landmarks:
                     budget=16,
                     fault_family=family,
                     fault_cleared=cleared,
-                    fault_observed_turn=None if family == "clean" else 1,
+                    fault_observed_turn=None if family == vocab.NO_FAULT else 1,
                     collateral=w.rng.random() < 0.08,
                     attempt=f,
                     job_id=fault_job,

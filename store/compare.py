@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
+from store import vocab
 from store.views import BUILTIN_AGENTS, outcome
 
 SideKind = Literal["model", "prompt"]
@@ -78,7 +79,7 @@ class Condition:
         parts = ["uncapped" if self.cap is None else f"cap {self.cap}"]
         if self.budget is not None:
             parts.append(f"budget {self.budget}")
-        if self.fault_family != "clean":
+        if self.fault_family != vocab.NO_FAULT:
             parts.append(self.fault_family)
         if with_other:
             parts.append(self.other or "(no prompt)")
@@ -87,7 +88,7 @@ class Condition:
     def order(self) -> tuple:
         """Clean runs first, then by budget and fault; within those caps up, uncapped last."""
         return (
-            self.fault_family != "clean",
+            self.fault_family != vocab.NO_FAULT,
             self.fault_family,
             self.budget is not None,
             self.budget or 0,

@@ -16,7 +16,6 @@ from typing import Any
 from store.db import Store, now
 from store.vocab import JOB_KINDS
 
-STATUSES = ("queued", "running", "paused", "cancelled", "done", "failed")
 ACTIVE = ("queued", "running", "paused")
 
 

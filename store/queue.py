@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from store import vocab
 from store.db import Store, now
 from store.episodes import with_outcome
 
 # Jobs in these states are finished: no engine touches them again.
-FINAL_STATUSES = ("done", "failed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def add_job_cost(store: Store, job_id: int, usd: float) -> None:
 def finish_job(store: Store, job_id: int, owner: str, status: str, message: str) -> bool:
     """End `owner`'s run of a job: a final status, or 'paused'/'queued' to be picked up again.
     False when `owner` no longer holds the job (another engine took it over)."""
-    final = status in FINAL_STATUSES
+    final = status in vocab.FINAL_JOB_STATUSES
     with store.tx() as conn:
         row = conn.execute(
             """UPDATE jobs SET status = ?, message = ?, owner = NULL, heartbeat_at = ?,

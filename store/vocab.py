@@ -19,9 +19,14 @@ ABOVE_LARGEST_CAP_TEXT = ">80"
 TRAIN_FAULTS = ("perm_denied", "moved_input")
 HELDOUT_FAULTS = ("blocking_fifo",)
 FAULT_FAMILIES = (*TRAIN_FAULTS, *HELDOUT_FAULTS)
+# The fault family of an episode without a fault (episodes.fault_family), and the selection of it.
+NO_FAULT = "clean"
 
 # The job kinds, as stored in jobs.kind and named by their verbs (engine/protocol/registry.py).
 JOB_KINDS = ("check", "validate", "free", "ladder", "audit", "episodes", "replay")
+# A job's status (jobs.status), and those it never leaves.
+JOB_STATUSES = ("queued", "running", "paused", "cancelled", "done", "failed")
+FINAL_JOB_STATUSES = ("done", "failed", "cancelled")
 
 PASS = "pass"
 FAIL = "fail"

@@ -25,6 +25,7 @@ from engine.jobs.params import (
     ReplayParams,
     ValidateParams,
 )
+from store import vocab
 
 TasksArg = Annotated[
     list[str],
@@ -375,7 +376,7 @@ def episodes(
     params = EpisodesParams(
         **common,
         models=tuple(model),
-        faults=tuple(faults or ("clean",)),
+        faults=tuple(faults or (vocab.NO_FAULT,)),
         attempts=attempts,
         budget=budget,
         prompts=tuple(prompt or ("general",)),

@@ -21,7 +21,7 @@ from depthtui.widgets.messages import OpenTask
 from depthtui.widgets.sanitize import safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE, TurnView, Verdict, turn_header
 from depthtui.widgets.verdict_strip import strip_text, verdict_facts
-from store import search, views
+from store import search, views, vocab
 
 HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
 TURN_LIST_WIDTH = 40
@@ -67,7 +67,7 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
         facts.append(f"cap {ep.cap}")
     if ep.budget is not None:
         facts.append(f"budget {ep.budget}")
-    if ep.fault_family != "clean":
+    if ep.fault_family != vocab.NO_FAULT:
         facts.append(f"fault {ep.fault_family}")
     if ep.attempt:
         facts.append(f"attempt {ep.attempt}")

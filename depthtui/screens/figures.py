@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.analysis.report import build_report, figure_text
 from engine.analysis.report import rate_text as report_rate_text
-from store import views
+from store import views, vocab
 from store.db import StoreError, open_reader
 
 Report = dict[str, Any]
@@ -92,7 +92,7 @@ def load_task_lines(conn: sqlite3.Connection) -> list[TaskLine]:
 def headline_safety(report: Report) -> list[dict[str, Any]]:
     """The safety rows the dashboard shows: per model and prompt arm, clean runs and all faults
     together (the reports screen has every family)."""
-    return [s for s in report["safety"] if s["fault"] in ("clean", "all faults")]
+    return [s for s in report["safety"] if s["fault"] in (vocab.NO_FAULT, "all faults")]
 
 
 def fmt(value: Any, digits: int = 2) -> str:

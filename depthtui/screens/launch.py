@@ -40,7 +40,7 @@ from engine.jobs.params import (
 from engine.protocol.ladder import SEARCHES
 from store import jobs, vocab
 
-FAULT_CHOICES = ("clean", *vocab.FAULT_FAMILIES)
+FAULT_CHOICES = (vocab.NO_FAULT, *vocab.FAULT_FAMILIES)
 KINDS = tuple(k for k in PARAMS if k != "replay")  # replay runs stored episodes, from the CLI
 # which rows each kind shows: the options its verb takes
 ROWS = {
@@ -151,7 +151,7 @@ class LaunchScreen(Screen[None]):
             faults = [(f, f) for f in FAULT_CHOICES]
             yield _row(
                 "--fault",
-                Select(faults, value="clean", allow_blank=False, id="fault"),
+                Select(faults, value=vocab.NO_FAULT, allow_blank=False, id="fault"),
                 row_id="row-fault",
             )
             searches = [(name, name) for name in SEARCHES]
@@ -160,7 +160,7 @@ class LaunchScreen(Screen[None]):
                 Select(searches, value="protocol", allow_blank=False, id="search"),
                 row_id="row-search",
             )
-            arms = [(f, f, f == "clean") for f in FAULT_CHOICES]
+            arms = [(f, f, f == vocab.NO_FAULT) for f in FAULT_CHOICES]
             yield _row("--faults", SelectionList[str](*arms, id="faults"), row_id="row-faults")
             yield _row("--attempts", Input(value="2", id="attempts"), row_id="row-attempts")
             yield _row(
@@ -258,7 +258,7 @@ class LaunchScreen(Screen[None]):
                 "models": models,
                 "caps": None if caps == vocab.CAPS else caps,  # the CLI's default: every cap
                 "prompt": prompts[0] if prompts else "",
-                "fault": None if fault == "clean" else fault,
+                "fault": None if fault == vocab.NO_FAULT else fault,
                 "search": str(self.query_one("#search", Select).value),
             }
         elif issubclass(cls, EpisodesParams):

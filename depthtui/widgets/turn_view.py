@@ -209,7 +209,7 @@ def verdict_view(ep: EpisodeInfo, verdict: Verdict) -> RenderableType:
         where = f", latched at call {ep.collateral_call}" if ep.collateral_call else ""
         collateral = Text(f"YES{where}", style="bold red")
     summary.add_row("collateral", collateral)
-    if ep.fault_family != "clean":
+    if ep.fault_family != vocab.NO_FAULT:
         summary.add_row("fault", safe_text(f"{ep.fault_family} on {ep.fault_target or 'unknown'}"))
         summary.add_row("fault cleared", _flag(ep.fault_cleared))
     if ep.error_kind:

@@ -31,6 +31,7 @@ from engine.protocol.ladder import (
     parse_estimator,
 )
 from store import reports as q
+from store import vocab
 
 SUMMARY_MODEL = ""  # the estimates row that holds a task's N, D and finished flag
 PROTOCOLS = ("ladder", "audit")  # the protocol's own estimators, in the order a task takes them
@@ -208,7 +209,7 @@ def search_estimates(
             if figures is None:
                 continue
             ours = protocol_rows[task["id"]]
-            same = estimator.fault == "clean" and ours.protocol == estimator.kind
+            same = estimator.fault == vocab.NO_FAULT and ours.protocol == estimator.kind
             out.append(
                 SearchEstimate(
                     task=task["id"],

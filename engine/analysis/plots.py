@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.analysis.palette import colours_for, model_colours
 from engine.analysis.stats import order_quantile, percentile
+from store import vocab
 from store.vocab import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def _pass_by_cap(fig: Figure, report: dict[str, Any]) -> bool:
 
 
 def _family_order(family: str) -> tuple[int, str]:
-    return (0 if family == "clean" else 2 if family == "all faults" else 1, family)
+    return (0 if family == vocab.NO_FAULT else 2 if family == "all faults" else 1, family)
 
 
 def _safe_success(fig: Figure, report: dict[str, Any]) -> bool:

@@ -94,7 +94,7 @@ def safety(episodes: list[dict]) -> tuple[SafetyRow, ...]:
     groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for e in episodes:
         groups[(e["agent"], e["prompt_name"], e["fault_family"])].append(e)
-        if e["fault_family"] != "clean":
+        if e["fault_family"] != vocab.NO_FAULT:
             groups[(e["agent"], e["prompt_name"], "all faults")].append(e)
     out = []
     for (model, prompt, family), everything in sorted(groups.items()):
@@ -124,7 +124,7 @@ def safety(episodes: list[dict]) -> tuple[SafetyRow, ...]:
                     lambda e: not e["safe_success"],
                 ),
                 fault_cleared=rate(
-                    lambda e: e["fault_family"] != "clean", lambda e: e["fault_cleared"]
+                    lambda e: e["fault_family"] != vocab.NO_FAULT, lambda e: e["fault_cleared"]
                 ),
             )
         )

@@ -16,8 +16,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from store import vocab
+
 PLANTED = ("full", "sibling")
-FAULT_SELECTIONS = ("clean", "train", "heldout", "mix")  # or one family by name
+FAULT_SELECTIONS = (vocab.NO_FAULT, "train", "heldout", "mix")  # or one family by name
 
 
 class InvalidParams(ValueError):
@@ -253,7 +255,7 @@ class MeasureParams(JobParams):
             found += [
                 f"--cap: expected a turn cap of at least 1, got {c}" for c in self.caps if c < 1
             ]
-        if self.fault not in (None, "clean", *FAULT_FAMILIES):
+        if self.fault not in (None, vocab.NO_FAULT, *FAULT_FAMILIES):
             found.append(f"--fault {self.fault!r}: expected one of {', '.join(FAULT_FAMILIES)}")
         if self.search not in SEARCHES:
             found.append(f"--search {self.search!r}: expected {' or '.join(SEARCHES)}")
@@ -286,7 +288,7 @@ class EpisodesParams(JobParams):
     }
 
     models: tuple[str, ...] = ()
-    faults: tuple[str, ...] = ("clean",)
+    faults: tuple[str, ...] = (vocab.NO_FAULT,)
     attempts: int = 1
     budget: int | None = None  # a command budget stated to the agent
     prompts: tuple[str, ...] = ("general",)

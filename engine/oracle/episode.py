@@ -23,8 +23,8 @@ from engine.oracle.contract import Permits
 from engine.oracle.latch import CheckResult, Oracle, Scanner
 from engine.sandbox.base import Sandbox
 from engine.sandbox.freezer import FreezeError
+from store import vocab
 
-CLEAN = "clean"  # the fault family of an episode without a fault
 NO_PLANTED = "none"  # the planted level of an episode without planted files
 
 
@@ -43,7 +43,7 @@ def prepare(
     instruction: str,
     permits: Permits,
     *,
-    family: str = CLEAN,
+    family: str = vocab.NO_FAULT,
     seed: int = 0,
     target: str | None = None,
     level: str = NO_PLANTED,
@@ -54,11 +54,11 @@ def prepare(
     contract's) when given, else chosen afresh; `on_fault` hears of the fault as soon as it is
     injected. Raises FaultError (no usable target, injection failed) or PlantError: harness
     errors."""
-    if family == CLEAN and level == NO_PLANTED:
+    if family == vocab.NO_FAULT and level == NO_PLANTED:
         return Prepared(None, ())
     pristine = scanner.take()
     plan = None
-    if family != CLEAN:
+    if family != vocab.NO_FAULT:
         plan = faults.plan_fault(
             task_id, family, pristine, instruction, permits, seed=seed, target=target
         )

@@ -29,7 +29,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
         return UnitResult(task_id, False, error="episodes: name at least one --model")
     try:
         families: list[str] = []
-        for selection in params.get("faults") or ["clean"]:
+        for selection in params.get("faults") or [vocab.NO_FAULT]:
             families += [f for f in families_for(selection) if f not in families]
     except ValueError as exc:
         return UnitResult(task_id, False, error=str(exc))
@@ -57,7 +57,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     summary: dict[str, Any] = {"skipped_families": {}}
     errors: list[str] = []
     for family in families:
-        if family != "clean" and family not in contract["fault_targets"]:
+        if family != vocab.NO_FAULT and family not in contract["fault_targets"]:
             summary["skipped_families"][family] = "not usable for this task (see validate)"
             continue
         for model in models:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from store import vocab
 from store.vocab import ABOVE_LARGEST_CAP, ABOVE_LARGEST_CAP_TEXT, CAPS
 
 UNCAPPED_RUNS = 2
@@ -216,16 +217,16 @@ def format_depth(depth: int | None) -> str:
 @dataclass(frozen=True)
 class Estimator:
     kind: str  # ladder | audit
-    fault: str = "clean"
+    fault: str = vocab.NO_FAULT
     search: str = DEFAULT_SEARCH
 
     @property
     def name(self) -> str:
-        out = self.kind if self.fault == "clean" else f"{self.kind}+{self.fault}"
+        out = self.kind if self.fault == vocab.NO_FAULT else f"{self.kind}+{self.fault}"
         return out if self.search == DEFAULT_SEARCH else f"{out}/{self.search}"
 
 
 def parse_estimator(name: str) -> Estimator:
     base, _, search = name.partition("/")
     kind, _, fault = base.partition("+")
-    return Estimator(kind, fault or "clean", search or DEFAULT_SEARCH)
+    return Estimator(kind, fault or vocab.NO_FAULT, search or DEFAULT_SEARCH)

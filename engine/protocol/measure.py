@@ -43,7 +43,7 @@ SUMMARY_MODEL = ""
 
 
 def protocol_name(kind: str, fault: str | None, search: str = DEFAULT_SEARCH) -> str:
-    return Estimator(kind, fault or "clean", search).name
+    return Estimator(kind, fault or vocab.NO_FAULT, search).name
 
 
 def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
@@ -52,8 +52,8 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
     if not models:
         return UnitResult(task_id, False, error=f"{kind}: name at least one --model")
     caps = tuple(sorted(params.get("caps") or CAPS))
-    fault = params.get("fault") or "clean"
-    if fault != "clean" and fault not in vocab.FAULT_FAMILIES:
+    fault = params.get("fault") or vocab.NO_FAULT
+    if fault != vocab.NO_FAULT and fault not in vocab.FAULT_FAMILIES:
         return UnitResult(task_id, False, error=f"{kind}: unknown fault family '{fault}'")
     search = params.get("search") or DEFAULT_SEARCH
     if search not in SEARCHES:
@@ -70,7 +70,7 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
             "single-instruction tasks (use `ladder`)",
         )
     contract = None
-    if fault != "clean":
+    if fault != vocab.NO_FAULT:
         stored = sp.get_contract(unit.store, task_id)
         if stored is None or fault not in (stored.get("fault_targets") or {}):
             return UnitResult(
@@ -102,7 +102,7 @@ def _run_unit(kind: str, unit: UnitContext, task_id: str) -> UnitResult:
             attempt=run.attempt,
             prompt=params.get("prompt") or "general",
             fault=fault,
-            planted="full" if fault != "clean" else "none",
+            planted="full" if fault != vocab.NO_FAULT else "none",
             limits=limits,
             accept_risk=bool(params.get("accept_risk")),
         )

@@ -18,6 +18,7 @@ from engine.sandbox.images import build_image
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB, LABEL_TASK
 from engine.sandbox.start import start_sandbox
 from engine.tasks.model import Segment, Task
+from store import vocab
 
 SOLUTION_DIR = "/solution"
 
@@ -25,7 +26,7 @@ SOLUTION_DIR = "/solution"
 def setup(run: EpisodeRun) -> None:
     """Image, container, fault, planted files and baseline: run.sandbox and run.oracle."""
     task, spec = run.task, run.spec
-    if spec.fault != oracle_steps.CLEAN and task.multi_segment:
+    if spec.fault != vocab.NO_FAULT and task.multi_segment:
         raise SandboxError("harness", "faults apply to single-segment tasks only")
     run.event("image")
     with run.phase("image"):
@@ -59,7 +60,7 @@ def setup(run: EpisodeRun) -> None:
         run.state.fault = plan
         run.rec.set_fault_record(**oracle_steps.fault_planned(plan))
 
-    if spec.fault != oracle_steps.CLEAN or spec.planted != oracle_steps.NO_PLANTED:
+    if spec.fault != vocab.NO_FAULT or spec.planted != oracle_steps.NO_PLANTED:
         with run.phase("plant"):
             prepared = oracle_steps.prepare(
                 sandbox,

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.agents.loop import EpisodeLimits
 from engine.agents.registry import ModelConfig
+from store import vocab
 from store.vocab import FAULT_FAMILIES, HELDOUT_FAULTS, TRAIN_FAULTS
 
 PLANTED_LEVELS = ("none", "sibling", "full")
@@ -30,7 +31,7 @@ class EpisodeSpec:
     budget: int | None = None  # stated command budget
     attempt: int = 0
     prompt: str = "general"
-    fault: str = "clean"
+    fault: str = vocab.NO_FAULT
     planted: str = "none"
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     network: bool = False
@@ -51,7 +52,7 @@ class EpisodeSpec:
             parts.append(f"cap {self.cap}")
         if self.budget is not None:
             parts.append(f"budget {self.budget}")
-        if self.fault != "clean":
+        if self.fault != vocab.NO_FAULT:
             parts.append(self.fault)
         if self.variant:
             parts.append(self.variant)
@@ -97,10 +98,10 @@ def model_fingerprint(model: ModelConfig) -> dict[str, Any]:
 def families_for(selection: str) -> tuple[str, ...]:
     """Fault families for `--faults clean|train|heldout|mix` (or one family by name)."""
     table = {
-        "clean": ("clean",),
+        vocab.NO_FAULT: (vocab.NO_FAULT,),
         "train": TRAIN_FAULTS,
         "heldout": HELDOUT_FAULTS,
-        "mix": ("clean", *TRAIN_FAULTS, *HELDOUT_FAULTS),
+        "mix": (vocab.NO_FAULT, *TRAIN_FAULTS, *HELDOUT_FAULTS),
     }
     if selection in table:
         return table[selection]
