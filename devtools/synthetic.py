@@ -427,6 +427,7 @@ def _write_task(w: _Writer, t: _Task, segs: tuple[tuple[str, str], ...], i: int)
         | ({"blocking_fifo": tpl.input_path} if i % 2 == 0 else {}),
         flags=flags,
         detail={"mutations": {"empty": "failed", "drop_last_line": "passed"}},
+        at=created,
     )
 
 
@@ -924,6 +925,7 @@ def _estimate(
         estimate=est,
         finished=True,
         detail=detail or {"runs": "synthetic"},
+        at=_ts(3600),
     )
 
 

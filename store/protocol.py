@@ -39,8 +39,10 @@ def put_contract(
     fault_targets: dict[str, str],
     flags: list[str],
     detail: dict[str, Any],
+    at: str | None = None,
 ) -> None:
-    """Freeze (or re-freeze) a task's contract."""
+    """Freeze (or re-freeze) a task's contract; `at` is when (now unless given: a generated
+    store keeps its own clock)."""
     with store.tx() as conn:
         conn.execute(
             """
@@ -68,7 +70,7 @@ def put_contract(
                 json.dumps(fault_targets),
                 json.dumps(flags),
                 json.dumps(detail, default=str),
-                now(),
+                at or now(),
             ),
         )
 
@@ -98,7 +100,9 @@ def put_estimate(
     estimate: int | None,
     finished: bool,
     detail: dict[str, Any],
+    at: str | None = None,
 ) -> None:
+    """Write a task's estimate under one estimator and model; `at` as in put_contract."""
     with store.tx() as conn:
         conn.execute(
             """
@@ -119,7 +123,7 @@ def put_estimate(
                 estimate,
                 int(finished),
                 json.dumps(detail, default=str),
-                now(),
+                at or now(),
             ),
         )
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from store import jobs, queue, search, synthetic, triage, views, vocab
+from devtools import synthetic
+from store import jobs, queue, search, triage, views, vocab
 from store.db import Store, open_reader
 
 pytest_plugins = ["tests.fixtures_tui"]
