@@ -100,6 +100,16 @@ def single_segment_tasks(tasks_dir: Path = DEMO) -> list[Any]:
     return sorted((t for t in tasks if not t.multi_segment), key=lambda t: t.id)
 
 
+def bench_tasks(tasks_dir: Path, limit: int | None) -> list[Any] | str:
+    """The first `limit` single-segment tasks to bench, or why there are none to run (no
+    Docker, no such task)."""
+    problem = docker_problem()
+    if problem:
+        return problem
+    tasks = single_segment_tasks(tasks_dir)[:limit]
+    return tasks or f"no single-segment tasks under {tasks_dir}"
+
+
 def build_images(tasks: list[Any], log_dir: Path) -> list[str]:
     """Build (or reuse) every task's image before timing; the errors, one line per task."""
     from engine.sandbox.images import build_image
@@ -193,12 +203,9 @@ def measure(progress: bool = False, *, tasks_dir: Path = DEMO, limit: int | None
     from devtools.bench.engine_floor import floor_seconds
     from engine.sandbox.dockerapi import connect
 
-    problem = docker_problem()
-    if problem:
-        return {"error": problem}
-    tasks = single_segment_tasks(tasks_dir)[:limit]
-    if not tasks:
-        return {"error": f"no single-segment tasks under {tasks_dir}"}
+    tasks = bench_tasks(tasks_dir, limit)
+    if isinstance(tasks, str):
+        return {"error": tasks}
     say = _Printer(0).console.print if progress else (lambda *a, **k: None)
     client = connect()
     workdir = Path(tempfile.mkdtemp(prefix="depthtui-bench-"))

@@ -44,13 +44,7 @@ def floor_seconds(client: docker.DockerClient, task: Any, log_dir: Path) -> floa
             command=["infinity"],
             labels=LABELS,
             network_disabled=True,
-            host_config=api.create_host_config(
-                network_mode="none",
-                nano_cpus=int(limits.cpus * 1e9),
-                mem_limit=f"{limits.memory_mb}m",
-                pids_limit=limits.pids,
-                init=True,
-            ),
+            host_config=_host_config(api, limits),
         )["Id"]
         snapshot = None
         verifier = None
@@ -66,13 +60,8 @@ def floor_seconds(client: docker.DockerClient, task: Any, log_dir: Path) -> floa
                 working_dir=task.workdir,
                 labels=LABELS,
                 network_disabled=True,
-                host_config=api.create_host_config(
-                    network_mode="none",
-                    nano_cpus=int(limits.cpus * 1e9),
-                    mem_limit=f"{limits.memory_mb}m",
-                    pids_limit=limits.pids,
-                    init=True,
-                    binds=[f"{toolchain.path}:{MOUNT}:ro", f"{tests}:/tests:ro"],
+                host_config=_host_config(
+                    api, limits, binds=[f"{toolchain.path}:{MOUNT}:ro", f"{tests}:/tests:ro"]
                 ),
             )["Id"]
             api.start(verifier)
@@ -87,3 +76,15 @@ def floor_seconds(client: docker.DockerClient, task: Any, log_dir: Path) -> floa
         return time.monotonic() - started
     finally:
         shutil.rmtree(tests, ignore_errors=True)
+
+
+def _host_config(api: Any, limits: Any, binds: list[str] | None = None) -> dict:
+    """The limits an episode's containers get (no network), for both of the floor's containers."""
+    return api.create_host_config(
+        network_mode="none",
+        nano_cpus=int(limits.cpus * 1e9),
+        mem_limit=f"{limits.memory_mb}m",
+        pids_limit=limits.pids,
+        init=True,
+        binds=binds,
+    )

@@ -22,8 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.engine import DEMO, ORACLE, build_images, single_segment_tasks
-from engine.jobs.containers import docker_problem
+from devtools.bench.engine import DEMO, ORACLE, bench_tasks, build_images
 from engine.jobs.runner import run_job
 from engine.sandbox.labels import this_owner
 
@@ -109,12 +108,9 @@ def measure(
 
     from engine.jobs.ray_executor import DOCKER_RESOURCE, RayExecutor
 
-    problem = docker_problem()
-    if problem:
-        return {"error": problem}
-    tasks = single_segment_tasks(tasks_dir)[:limit]
-    if not tasks:
-        return {"error": f"no single-segment tasks under {tasks_dir}"}
+    tasks = bench_tasks(tasks_dir, limit)
+    if isinstance(tasks, str):
+        return {"error": tasks}
     workdir = Path(tempfile.mkdtemp(prefix="depthtui-bench-ray-"))
     started_ray = False
     try:
