@@ -154,16 +154,18 @@ def test_the_framing_functions_cannot_be_replaced(sb: DockerSandbox) -> None:
     assert after.output == b"still-framed\n" and after.exit_code == 0
 
 
-def test_a_readonly_framing_variable_ends_the_shell_instead_of_forging_its_report(
-    sb: DockerSandbox,
-) -> None:
+def test_a_readonly_framing_variable_ends_the_shell_instead_of_forging_its_report() -> None:
     # A readonly `__dt_q=1` would otherwise survive the end function's `local` and claim the
-    # container quiet while the agent's `sleep` runs on.
-    r = sb.run("readonly __dt_q=1; sleep 100 & echo set")
-    assert r.output == b"set\n" and r.shell_restarted and "shell exited" in r.note
-    after = sb.run("echo fresh")
-    assert after.output == b"fresh\n" and after.exit_code == 0
-    sb.kill_agent_processes()
+    # container quiet while the agent's `sleep` runs on. Its own container: the sleep it leaves
+    # must not reach the module's shared one.
+    box = start_sandbox(make_task(), BASE, labels=TEST_LABELS)
+    try:
+        r = box.run("readonly __dt_q=1; sleep 100 & echo set")
+        assert r.output == b"set\n" and r.shell_restarted and "shell exited" in r.note
+        after = box.run("echo fresh")
+        assert after.output == b"fresh\n" and after.exit_code == 0
+    finally:
+        box.close()
 
 
 def test_set_x_does_not_show_the_framing(sb: DockerSandbox) -> None:
