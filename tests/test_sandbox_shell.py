@@ -154,16 +154,22 @@ def test_the_framing_functions_cannot_be_replaced(sb: DockerSandbox) -> None:
     assert after.output == b"still-framed\n" and after.exit_code == 0
 
 
-def test_a_readonly_framing_variable_ends_the_shell_instead_of_forging_its_report() -> None:
-    # A readonly `__dt_q=1` would otherwise survive the end function's `local` and claim the
-    # container quiet while the agent's `sleep` runs on. Its own container: the sleep it leaves
-    # must not reach the module's shared one.
+def test_a_readonly_framing_variable_ends_the_shell_instead_of_skewing_the_framing() -> None:
+    # Its own container: the shells it ends must not disturb the module's shared one. The names
+    # are each framing variable a command's end writes; `break` first runs the loop inside
+    # eval, where an assignment error gives up the eval instead of ending bash.
     box = start_sandbox(make_task(), BASE, labels=TEST_LABELS)
     try:
-        r = box.run("readonly __dt_q=1; sleep 100 & echo set")
-        assert r.output == b"set\n" and r.shell_restarted and "shell exited" in r.note
-        after = box.run("echo fresh")
-        assert after.output == b"fresh\n" and after.exit_code == 0
+        for name in ("__dt_rc", "__dt_xv", "__dt_n", "__dt_open"):
+            for before in ("", "break; "):
+                if before:
+                    assert box.run("break").exit_code == 0
+                r = box.run(f"readonly {name}=7; echo set", timeout=10)
+                assert not r.timed_out, (name, before, r)
+                assert r.output == b"set\n" and r.shell_restarted, (name, before, r)
+                assert "shell exited" in r.note, (name, before, r.note)
+                after = box.run("echo fresh")
+                assert after.output == b"fresh\n" and after.exit_code == 0
     finally:
         box.close()
 
@@ -172,7 +178,8 @@ def test_set_x_does_not_show_the_framing(sb: DockerSandbox) -> None:
     sb.run("set -x")
     r = sb.run("echo traced")
     sb.run("set +x")
-    assert r.output == b"++ echo traced\ntraced\n"  # traced inside eval: one level deeper
+    # Traced inside two evals (the loop's and the command's): two levels deeper.
+    assert r.output == b"+++ echo traced\ntraced\n"
     assert sb.run("echo $-").output.decode().find("x") == -1
 
 

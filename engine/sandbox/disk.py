@@ -254,6 +254,8 @@ class DiskWatch:
             self._thread.join(timeout=5)
 
     def take_note(self) -> str:
+        if not self._note and self._settled.is_set():
+            return ""  # (the kill sets its note before it starts: nothing is under way)
         # A command the kill ended can come back before the kill has named what it killed.
         self._settled.wait(KILL_NOTE_WAIT_S)
         with self._lock:

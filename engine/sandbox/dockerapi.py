@@ -67,6 +67,10 @@ class FrameReader:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        if not self._buf and len(data) >= 8:
+            stream, size = _HEADER.unpack_from(data)
+            if len(data) == 8 + size:  # one whole frame, the common case: no buffer to keep
+                return [(stream, data[8:])]
         self._buf += data
         frames: list[tuple[int, bytes]] = []
         view = memoryview(self._buf)

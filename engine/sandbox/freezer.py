@@ -119,19 +119,62 @@ def container_procs(container_id: str, listed: Path | None = None) -> list[HostP
     return found
 
 
-def host_view(api: docker.APIClient, container_id: str) -> tuple[bool, Path | None]:
-    """Whether this process can see and signal the container's processes (a local engine, as
-    root), and the container's cgroup.procs when it can be read (else /proc is scanned)."""
+@dataclass(frozen=True)
+class HostView:
+    """What this process can see of a container from the host."""
+
+    local: bool  # it can see and signal the container's processes (a local engine, as root)
+    listed: Path | None  # its cgroup.procs, when readable (else /proc is scanned)
+    # Its cgroup.procs in the unified (v2) hierarchy: a descriptor kept open on it lists the
+    # processes afresh at every read, which v1's does not (it keeps one listing while in use).
+    unified: Path | None
+
+
+def host_view(api: docker.APIClient, container_id: str) -> HostView:
+    """How far this process sees the container's processes (HostView)."""
     if not engine_is_local() or os.geteuid() != 0:
-        return False, None
+        return HostView(False, None, None)
     try:
         init_pid = int(api.inspect_container(container_id)["State"]["Pid"])
     except (docker.errors.APIError, KeyError, TypeError, ValueError):
-        return False, None
-    listed = procs_file(container_id, init_pid) if init_pid > 0 else None
+        return HostView(False, None, None)
+    if init_pid <= 0:
+        return HostView(False, None, None)
+    listed = procs_file(container_id, init_pid)
+    unified = unified_procs_file(container_id, init_pid)
     if listed is not None:
-        return True, listed
-    return any(p.pid == 1 for p in container_procs(container_id)), None
+        return HostView(True, listed, unified)
+    local = any(p.pid == 1 for p in container_procs(container_id))
+    return HostView(local, None, unified if local else None)
+
+
+def unified_procs_file(container_id: str, init_pid: int) -> Path | None:
+    """The container's cgroup.procs under a cgroup2 mount of this host, found from its init
+    process's `0::` line; None when there is none."""
+    try:
+        lines = Path(f"/proc/{init_pid}/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    path = next((line[3:] for line in lines if line.startswith("0::")), "")
+    if container_id not in path:
+        return None
+    for mount in mounts:
+        fields, _, fs = mount.partition(" - ")
+        parts = fields.split(" ")
+        if not fs.startswith("cgroup2 ") or len(parts) < 5:
+            continue
+        root, point = parts[3], parts[4]
+        if root != "/" and not path.startswith(root + "/"):
+            continue
+        inside = path[len(root) :] if root != "/" else path
+        candidate = Path(point) / inside.lstrip("/") / "cgroup.procs"
+        try:
+            if str(init_pid) in candidate.read_text().split():
+                return candidate
+        except OSError:
+            continue
+    return None
 
 
 class Freezer:

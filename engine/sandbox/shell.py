@@ -11,7 +11,7 @@ How a command travels (the framing never depends on what the command prints):
    arrives intact with no line-length limit.
 2. `__depthtui_end` then reads the nonce that follows the payload in bash's input, which stays
    unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
-   <quiet> <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no
+   <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no
    longer the stream it started with, also `\\x1e<nonce> <exit code> <where> <cwd>\\0` on
    stderr (`where` the stdout mark went: c closed, r redirected, u unknown), a separate stream
    of the exec that the command's own (merged) output never reaches.
@@ -21,9 +21,10 @@ How a command travels (the framing never depends on what the command prints):
    deliberately reads the rest of its parent shell's input through /proc could learn it; it runs
    as the same uid as the shell, which no design with the shell as the agent's own user can
    prevent.)
-3. Unless the last end mark said the container was quiet, `__depthtui_begin` first prints a
-   start mark on stderr (the newest pid): it tells a command that never ended from a shell
-   killed before it read the command, and which processes a timeout must kill.
+3. Unless the container was quiet after the last command (the host read that it held exactly
+   the processes it had when its first shell started), `__depthtui_begin` first prints a start
+   mark on stderr (the newest pid): it tells a command that never ended from a shell killed
+   before it read the command, and which processes a timeout must kill.
 
 On a timeout the command's processes (descendants of the shell newer than the command) are killed
 from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
@@ -33,10 +34,12 @@ exits or is killed is replaced in its last known cwd. Every such event is said i
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 
@@ -59,6 +62,7 @@ STDOUT_LAG_S = 2.0
 LIVENESS_EVERY_S = 1.0
 READY_TIMEOUT_S = 30.0
 _STDERR_KEEP = 64 * 1024
+_LISTING_MAX = 1 << 16  # a longer cgroup.procs is not a quiet container
 _MAX_NAMES = 8
 
 _LOST_OLD = "variables, functions and options set in the old shell"
@@ -72,106 +76,128 @@ _START_MARK = re.compile(rb"\x1fstart (\d+)\0")
 
 def encode_payload(command: str) -> bytes:
     """The command as printable ASCII that bash's `printf %b` turns back into the same bytes."""
+    if command.isascii() and command.isprintable() and "\\" not in command:
+        return command.encode()  # most commands: nothing to escape
     data = command.encode("utf-8", errors="surrogateescape")
     return _NEEDS_ESCAPE.sub(lambda m: b"\\x%02x" % m.group()[0], data)
 
 
-# Defined once per shell, read-only so the agent can neither redefine nor remove them. `\builtin`
-# keeps an agent's function or alias named read/printf/eval from changing the framing.
-#
 # What a command costs is what crosses the Docker engine and what bash interprets on the way:
 # every write bash makes to the exec's stdout or stderr is one frame the engine relays and the
-# host wakes up for, and on a busy machine every statement of the framing (a few microseconds of
-# bash each) lies on the round trip. So in the common case a command costs one write, its end
-# mark on stdout with the exit code, and as few statements and system calls as the guarantees
-# allow (each redirection costs about ten system calls: save, dup, restore; `-u 3` redirects a
-# descriptor bash need not save; `set +xv` is silenced only when one was on; `read -N` neither
-# splits on IFS nor needs `IFS=`; the loop calls one function before the command and one after):
-# - the end mark goes on stdout first, then bash checks that its stdout is still the stream it
-#   started with (its /proc fdinfo, which names the pipe's inode, is what it was at the start;
-#   no descriptor is kept for that, so no child inherits one): the check runs while the mark is
-#   already on its way. Only when it is not (the command ran `exec >file` or closed it; a
-#   kernel without `ino:` in fdinfo) does the stderr mark with the exit code follow;
+# host wakes up for, and every statement of the framing lies on the round trip. Measured on the
+# shell's bash from the host (/proc/<pid>/stat, strace -c, perf): the time was bash's own
+# interpreting, most of it calling shell functions (bash copies a function's whole body at every
+# call) and redirections (about ten system calls each), not the system calls themselves. So:
+# - the common path is written out in the loop itself, parsed once; functions are called only
+#   on the rare paths (a start mark, a status to give back, a stdout gone elsewhere, set -x);
+# - the shell runs inside one group whose redirections, made once, give every command
+#   /dev/null for stdin: bash keeps the exec's stdin and stdout in descriptors of its own
+#   (>= 10, closed on exec, so no child inherits them), found once by `-ef` and read with
+#   `read -u`. Each command keeps one redirection, `2>&1`, so that its stderr joins its
+#   output while the framing's own trace under `set -x` stays on the exec's stderr;
+# - one write per command in the common case: the end mark on stdout with the exit code; then
+#   `-ef` (two stats) tells that stdout is still the exec's pipe, and only when it is not (the
+#   command ran `exec >file` or closed it) does a second mark go out on stderr;
+# - `read -N` reads a pipe in one system call (a line is read a byte per call) and never splits
+#   on IFS; `printf %b` runs only when the header says the payload holds an escape;
 # - the start mark (the newest pid, on stderr, before the command runs) is needed only where
 #   other processes of the agent could kill the shell between two commands or could be taken
-#   for the command's: so the end mark says whether the container was quiet (exactly the
-#   processes it had when its first shell started: one glob of /proc, compared as a string),
-#   and the host leaves the start mark out of the next command when it was.
-_FUNCTIONS = r"""
-__depthtui_begin() {
+#   for the command's: the host leaves it out when the container was quiet after the last
+#   command, which it reads itself (PersistentShell._quiet_now), so bash spends nothing on it.
+# `\builtin` keeps an agent's function or alias named read/printf/eval from changing the
+# framing; the functions and the descriptors' numbers are read-only. A framing variable the
+# agent made read-only ends the shell (which is then replaced) rather than skew the framing:
+# every read into one is `|| exit 125`, and an assignment to one gives up the `eval` the loop
+# runs in, after which the group exits. (At top level such an error would give up the whole
+# group and leave bash reading the frames as its script: so the loop always runs in `eval`.)
+# Each is written before the end mark goes out: a shell that ends then ends with the command
+# it was running, never after it reported (the host would take the next command's lost start
+# for that command's doing).
+_END = r"""
+    case $__dt_xv in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
+    __dt_open=
+    \builtin read -r -N NONCE_CHARS -u "$__dt_in" __dt_n || \builtin exit 125
+    \builtin printf '\036%s\035%s %s\0' "$__dt_n" "$__dt_rc" "$PWD" || :  # (set -e)
+    [[ /proc/$$/fd/1 -ef /proc/$$/fd/$__dt_out ]] || \__depthtui_elsewhere
+    case $__dt_xv in *[xv]*) \__depthtui_xv ;; esac"""
+# The command loop, parsed once, and again only after a command's `break` left it. A command's
+# `continue` or `break` skips the loop's own end: the next pass (or `__depthtui_end` after the
+# loop) ends that command instead. An arithmetic `for` needs no command to decide whether to
+# go on. The command's `$?` is the previous command's status, as a terminal would show (not
+# under `set -e`, where giving it back would end the shell).
+_LOOP = r"""for ((;;)); do
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
-    \builtin read -r -N HEADER_CHARS __dt_h || \builtin exit "${__dt_rc:-0}"  # the input ended
-    case ${__dt_h:LENGTH_DIGITS} in 1) ;; *)
-        __dt_lp=; IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
-        \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2 ;;
-    esac
+    \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h || \builtin exit "${__dt_rc:-0}"
+    case ${__dt_h:LENGTH_DIGITS} in [13]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
     __dt_open=1
-    \builtin read -r -N "$((10#${__dt_h:0:LENGTH_DIGITS}))" __dt_c
-    \builtin printf -v __dt_c %b "$__dt_c"
-    # The command's `$?` is the previous command's status, as a terminal would show (not under
-    # `set -e`, where returning it would end the shell).
-    case $- in *e*) ;; *) \builtin return "${__dt_rc:-0}" ;; esac
-}
-__depthtui_end() {
-    case $2 in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
-    # A name the agent made readonly would keep its value (a forged quiet flag): end the shell,
-    # which is then replaced, rather than report what the agent chose.
-    \builtin local __dt_n __dt_p __dt_q=0 __dt_fi __dt_s || \builtin exit 125
-    \builtin read -r -N NONCE_CHARS __dt_n
-    \builtin printf -v __dt_p '%s ' /proc/[1-9]*
-    [[ -n $__dt_base && $__dt_p == "$__dt_base" ]] && __dt_q=1
-    if [[ ${#__dt_n} == NONCE_CHARS ]]; then
-        \builtin printf '\036%s\035%s %s %s\0' "$__dt_n" "$1" "$__dt_q" "$PWD" || :  # (set -e)
-        IFS= \builtin read -r -d '' -u 3 __dt_fi 3</proc/$$/fdinfo/1 || :
-        if [[ -z $__dt_out || ${__dt_fi-} != *"$__dt_out"$'\n'* ]]; then
-            # That mark went elsewhere, or may have: where it went (c the shell's stdout is
-            # closed; r it is another file, which may still lead back to us, as `exec >
-            # >(tee log)` does; u unknown), and the exit code, on the exec's stderr.
-            if [[ -z $__dt_out ]]; then __dt_s=u; elif [[ -e /proc/$$/fd/1 ]]; then __dt_s=r
-            else __dt_s=c; fi
-            \builtin printf '\036%s %s %s %s\0' "$__dt_n" "$1" "$__dt_s" "$PWD" >&2
-        fi
-    fi  # else the shell's input is gone (the command closed it): no mark, the shell is ending
-    __dt_rc=$1 __dt_open=  # (__dt_c and __dt_h are the next command's to overwrite)
-    case $2 in *[xv]*)
-        case $2 in *x*) \builtin set -x ;; esac
-        case $2 in *v*) \builtin set -v ;; esac ;;
-    esac
-}
-__depthtui_after() {
-    \__depthtui_end "$1" "$2"  # the command ran `break`: end it, loop again
-}
-__dt_loop='LOOP'
-IFS= \builtin read -r -d '' -u 3 __dt_out 3</proc/$$/fdinfo/1
-# Only the pipe's inode says which stream it is: its flags change when a child sets O_NONBLOCK.
-case $__dt_out in *ino:*) __dt_out=${__dt_out#*ino:}; __dt_out="ino:${__dt_out%%$'\n'*}" ;;
-    *) __dt_out= ;; esac
-__dt_base=
-case FRESH in 1) \builtin printf -v __dt_base '%s ' /proc/[1-9]* ;; esac
-\builtin readonly -f __depthtui_begin __depthtui_end __depthtui_after
-\builtin readonly __dt_out __dt_loop __dt_base
-\builtin printf '\036ready %s\0' "$$" >&2
-LOOP
+    \builtin read -r -N "${__dt_h:0:LENGTH_DIGITS}" -u "$__dt_in" __dt_c || \builtin exit 125
+    case ${__dt_h:LENGTH_DIGITS} in [23]) \builtin printf -v __dt_c %b "$__dt_c" ;; esac
+    case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
+    \builtin eval "$__dt_c" 2>&1
+    __dt_rc=$? __dt_xv=$-END
+done; \__depthtui_end $? "$-"; \builtin eval "$__dt_loop"
 """
-# The command loop: parsed once here, and again only after a command's `break` left it. An
-# arithmetic `for` needs no command to decide whether to go on: the loop ends only by a `break`
-# (or the shell's exit when its input ends).
-_LOOP = (
-    'for ((;;)); do \\__depthtui_begin; \\builtin eval "$__dt_c" </dev/null 2>&1; '
-    '\\__depthtui_end $? $-; done; \\__depthtui_after $? $-; \\builtin eval "$__dt_loop"'
-)
+_FUNCTIONS = r"""
+__depthtui_end() {
+    __dt_rc=$1 __dt_xv=$2END
+}
+__depthtui_elsewhere() {
+    # The end mark went elsewhere, or may have: where it went (c the shell's stdout is closed;
+    # r it is another file, which may still lead back to us, as `exec > >(tee log)` does), and
+    # the exit code, on the exec's stderr.
+    if [[ -e /proc/$$/fd/1 ]]; then
+        \builtin printf '\036%s %s r %s\0' "$__dt_n" "$__dt_rc" "$PWD" >&2
+    else
+        \builtin printf '\036%s %s c %s\0' "$__dt_n" "$__dt_rc" "$PWD" >&2
+    fi
+}
+__depthtui_xv() {
+    case $__dt_xv in *x*) \builtin set -x ;; esac
+    case $__dt_xv in *v*) \builtin set -v ;; esac
+}
+__depthtui_start() {
+    __dt_lp=; IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
+    \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
+}
+__depthtui_status() { \builtin return "$1"; }
+__dt_rc=0 __dt_open= __dt_xv= __dt_n= __dt_h= __dt_c= __dt_in= __dt_out=
+__dt_loop='QUOTED_LOOP'
+{
+    # 4 and 5 are plain copies of the exec's stdin and stdout, only to find bash's own.
+    for __dt_f in {10..40}; do
+        [[ -z $__dt_in && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/4 ]] && __dt_in=$__dt_f
+        [[ -z $__dt_out && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/5 ]] && __dt_out=$__dt_f
+    done
+    exec 4<&- 5>&-  # (not `builtin exec`: its redirections would last only as long as it)
+    \builtin unset __dt_f
+    if [[ -z $__dt_in || -z $__dt_out ]]; then
+        \builtin printf 'depthtui: this bash keeps no descriptor of its stdin or stdout\n' >&2
+        \builtin exit 126
+    fi
+    \builtin readonly -f __depthtui_end __depthtui_elsewhere __depthtui_xv __depthtui_start \
+        __depthtui_status
+    \builtin readonly __dt_loop __dt_in __dt_out
+    \builtin printf '\036ready %s\0' "$$" >&2
+    \builtin eval "$__dt_loop"
+    \builtin exit 125
+} 4<&0 5>&1 0</dev/null 1>&5
+"""
+_LOOP = _LOOP.replace("END", _END)
+_FUNCTIONS = _FUNCTIONS.replace("END", _END)
+_FUNCTIONS = _FUNCTIONS.replace("QUOTED_LOOP", _LOOP.replace("'", "'\\''"))
 for _name, _value in {
     "NONCE_CHARS": str(NONCE_CHARS),
     "HEADER_CHARS": str(LENGTH_DIGITS + 1),
     "LENGTH_DIGITS": str(LENGTH_DIGITS),
-    "LOOP": _LOOP,
 }.items():
     _FUNCTIONS = _FUNCTIONS.replace(_name, _value)
+_SHELL_SOURCE = _FUNCTIONS.encode()
 
 
-def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
-    """One command for the shell: a fixed-size header (the payload's length, and 1 when the
-    container was quiet after the last command, so no start mark), the payload, the nonce.
+def _frame(payload: bytes, nonce: bytes, quiet: bool) -> bytes:
+    """One command for the shell: a fixed-size header (the payload's length, then a flag: bit 0
+    set when the container was quiet after the last command, so no start mark; bit 1 when the
+    payload holds an escape for `printf %b` to decode), the payload, the nonce.
 
     The shell parses its command loop once (`__dt_loop`) and then takes each part with
     `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
@@ -181,15 +207,16 @@ def _frame(payload: bytes, nonce: str, quiet: bool) -> bytes:
     typed); `$?` in it is the previous command's status, which `__depthtui_begin` returns. A
     command's `continue` or `break` leaves the loop's body early: the next `__depthtui_begin`,
     or `__depthtui_after` (which starts the loop again), ends that command instead."""
-    return f"{len(payload):0{LENGTH_DIGITS}d}{int(quiet)}".encode() + payload + nonce.encode()
+    flag = quiet + 2 * (b"\\" in payload)
+    return b"%0*d%d%s%s" % (LENGTH_DIGITS, len(payload), flag, payload, nonce)
 
 
 class _Outcome:
     """What one command's stream produced, filled in as frames arrive."""
 
-    def __init__(self, nonce: str) -> None:
+    def __init__(self, nonce: bytes) -> None:
         self.capture = BoundedCapture()
-        self.mark = b"\x1e" + nonce.encode()
+        self.mark = b"\x1e" + nonce
         self.err_mark = self.mark + b" "
         self._carry = b""
         self._err = bytearray()
@@ -200,7 +227,6 @@ class _Outcome:
         self.err_lost = False  # the stdout mark came and the stderr mark never did
         self.out_closed = False  # the command closed the shell's own stdout (`exec 1>&-`)
         self.out_elsewhere = False  # the shell's stdout is another file the command chose
-        self.quiet = False  # no process newer than the shell was left when it ended
 
     @property
     def done(self) -> bool:
@@ -211,8 +237,9 @@ class _Outcome:
             # Late output of a background process: it belongs to nobody; keep it with this call.
             self.capture.write(data)
             return
-        data = self._carry + data
-        self._carry = b""
+        if self._carry:
+            data = self._carry + data
+            self._carry = b""
         at = data.find(self.mark)
         if at < 0:
             keep = len(self.mark) - 1
@@ -222,14 +249,13 @@ class _Outcome:
         self.capture.write(data[:at])
         kind = data[at + len(self.mark) : at + len(self.mark) + 1]
         rest = at + len(self.mark) + 1
-        if kind == b"\x1d":  # the output ends here, and this says how: `code quiet cwd\0`
+        if kind == b"\x1d":  # the output ends here, and this says how: `code cwd\0`
             end = data.find(b"\0", rest)
             if end < 0:
                 self._carry = data[at:]  # the rest of the mark is still on its way
                 return
-            code, quiet, cwd = bytes(data[rest:end]).split(b" ", 2)
+            code, _, cwd = data[rest:end].partition(b" ")
             self._finish(code, cwd)
-            self.quiet = quiet == b"1"
             self.out_done = True
             self.capture.write(data[end + 1 :])
         elif not kind:
@@ -303,9 +329,18 @@ class PersistentShell:
         self._exec_id: str | None = None
         self._stream: ExecStream | None = None
         self._ended_note = ""
-        # The last command's end mark said the container was quiet: the next has no start mark.
+        # The container was quiet after the last command: the next has no start mark.
         self._quiet = False
         self._first = True  # no shell was started in this container yet
+        # The container's cgroup.procs in the unified hierarchy, when this host has one
+        # (freezer.HostView.unified): how the host tells that the container is quiet, read
+        # through one descriptor kept open. Without it no command is taken as quiet.
+        self.procs_file: Path | None = None
+        self._procs_fd: int | None = None
+        # What it listed once the container's first shell was ready: the processes it was set
+        # up with. A later shell may share the container with what its predecessor left
+        # running, so only the first one's listing can say what quiet is.
+        self._base: frozenset[bytes] | None = None
         self.disk_watch: DiskWatch | None = None  # its note joins the next observation
         # (shell pid, last pid, start tick) -> killed: the timeout's kill from the host, when
         # the sandbox can do it (freezer.py); else a root exec inside the container does it.
@@ -344,9 +379,7 @@ class PersistentShell:
         except docker.errors.APIError as exc:
             raise SandboxError("shell", exc.explanation or str(exc)) from None
         stream = start_exec(self.api, exec_id)
-        # Only the container's first shell sees it as it was set up; a later one may share it
-        # with what its predecessor left running, so it never claims a quiet container.
-        stream.send(_FUNCTIONS.replace("FRESH", "1" if self._first else "0").encode())
+        stream.send(_SHELL_SOURCE)
         said = bytearray()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -361,6 +394,8 @@ class PersistentShell:
                         self.pid = int(m.group(1))
                         self._exec_id = exec_id
                         self._stream = stream
+                        if self._first:
+                            self._base = self._listing()
                         self._first = False
                         return
         stream.close()
@@ -369,6 +404,9 @@ class PersistentShell:
 
     def close(self) -> None:
         self._drop_stream()
+        if self._procs_fd is not None:
+            os.close(self._procs_fd)
+            self._procs_fd = None
 
     def _drop_stream(self) -> None:
         if self._stream is not None:
@@ -377,6 +415,25 @@ class PersistentShell:
         self._quiet = False
         self._exec_id = None
         self.pid = None
+
+    def _listing(self) -> frozenset[bytes] | None:
+        """The container's processes (host pids) as its cgroup.procs lists them now; None when
+        it cannot be read."""
+        try:
+            if self._procs_fd is None:
+                if self.procs_file is None:
+                    return None
+                self._procs_fd = os.open(self.procs_file, os.O_RDONLY)
+            data = os.pread(self._procs_fd, _LISTING_MAX, 0)
+        except OSError:
+            return None
+        return None if len(data) >= _LISTING_MAX else frozenset(data.split())
+
+    def _quiet_now(self) -> bool:
+        """The container holds exactly the processes it was set up with (its first shell
+        included): no process of the agent is left that could end the shell before the next
+        command or be taken for that command's."""
+        return self._base is not None and self._listing() == self._base
 
     def _alive(self) -> tuple[bool, int | None]:
         if self._exec_id is None:
@@ -469,7 +526,7 @@ class PersistentShell:
         outcome.flush()
         if outcome.cwd:
             self.cwd = outcome.cwd
-        self._quiet = outcome.quiet and not restarted and not timed_out
+        self._quiet = not restarted and not timed_out and self._quiet_now()
         if self.disk_watch is not None and (disk := self.disk_watch.take_note()):
             notes.append(disk)
         capture = outcome.capture
@@ -495,7 +552,7 @@ class PersistentShell:
         """Hand the command to the shell and follow it until done or the deadline."""
         stream = self._stream
         assert stream is not None
-        nonce = secrets.token_hex(NONCE_BYTES)
+        nonce = secrets.token_hex(NONCE_BYTES).encode()
         quiet, self._quiet = self._quiet, False
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         try:

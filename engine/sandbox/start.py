@@ -213,8 +213,10 @@ def _prepare(sandbox: DockerSandbox) -> None:
         default_timeout=sandbox.limits.command_timeout_sec,
     )
     shell = sandbox.shell
+    view = freezer.host_view(sandbox.api, sandbox.container_id)
+    sandbox.host_kill, sandbox.freezer.listed = view.local, view.listed
+    shell.procs_file = view.unified  # before the first shell, which reads what quiet is
     shell.start()
-    sandbox.host_kill, sandbox.freezer.listed = freezer.host_view(sandbox.api, sandbox.container_id)
     if sandbox.host_kill:
         shell.host_kill = sandbox._kill_command_from_host
     shell.disk_watch = sandbox.disk_watch = watch_for(
