@@ -148,7 +148,7 @@ def test_printed_end_markers_do_not_end_the_command(sb: DockerSandbox) -> None:
 
 
 def test_the_framing_functions_cannot_be_replaced(sb: DockerSandbox) -> None:
-    r = sb.run("__depthtui_end() { echo hijacked; }; unset -f __depthtui_begin; echo tried")
+    r = sb.run("__depthtui_end() { echo hijacked; }; unset -f __depthtui_start; echo tried")
     assert b"readonly function" in r.output and r.output.endswith(b"tried\n")
     after = sb.run("echo still-framed")
     assert after.output == b"still-framed\n" and after.exit_code == 0

@@ -2,29 +2,31 @@
 
 How a command travels (the framing never depends on what the command prints):
 
-1. The shell runs one command loop, parsed once when it starts. `__depthtui_begin` (a read-only
-   function) reads a frame's fixed-size header (the payload's length), then exactly that many
+1. The shell runs one command loop, parsed once when it starts, inside a group whose
+   redirections give every command /dev/null for stdin: the frames come on bash's own copy of
+   the exec's stdin (a descriptor it keeps closed on exec, so no child inherits it). The loop
+   reads a frame's fixed-size header (the payload's length and a flag), then exactly that many
    bytes of payload, and decodes it; then `eval` runs it at top level (so `declare`, `cd` and
-   variables behave as typed) with stdin from /dev/null and stderr merged into stdout. The
-   payload is the command with every byte outside printable ASCII (and the backslash) written
-   as `\\xHH`: no newlines, as many characters as bytes in any locale, so a 100 KB command
-   arrives intact with no line-length limit.
-2. `__depthtui_end` then reads the nonce that follows the payload in bash's input, which stays
-   unread until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
-   <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no
-   longer the stream it started with, also `\\x1e<nonce> <exit code> <where> <cwd>\\0` on
-   stderr (`where` the stdout mark went: c closed, r redirected, u unknown), a separate stream
-   of the exec that the command's own (merged) output never reaches.
+   variables behave as typed) with stderr merged into stdout. The payload is the command with
+   every byte outside printable ASCII (and the backslash) written as `\\xHH`: no newlines, as
+   many characters as bytes in any locale, so a 100 KB command arrives intact with no
+   line-length limit.
+2. The loop then reads the nonce that follows the payload in bash's input, which stays unread
+   until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
+   <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no longer
+   the exec's stdout pipe, also `\\x1e<nonce> <exit code> <where> <cwd>\\0` on stderr (`where`
+   the stdout mark went: c closed, r redirected), a separate stream of the exec that the
+   command's own (merged) output never reaches.
    The nonce is fresh for every command and, while the command runs, exists only in the host and
    in the part of bash's input not yet read: not in the environment, a file or a variable. Text
    the command prints, a guessed marker included, cannot end it early. (A process that
    deliberately reads the rest of its parent shell's input through /proc could learn it; it runs
    as the same uid as the shell, which no design with the shell as the agent's own user can
    prevent.)
-3. Unless the container was quiet after the last command (the host read that it held exactly
-   the processes it had when its first shell started), `__depthtui_begin` first prints a start
-   mark on stderr (the newest pid): it tells a command that never ended from a shell killed
-   before it read the command, and which processes a timeout must kill.
+3. Unless the container was quiet after the last command (the host read from its cgroup that
+   it held exactly the processes it had when its first shell started), the loop first prints a
+   start mark on stderr (the newest pid): it tells a command that never ended from a shell
+   killed before it read the command, and which processes a timeout must kill.
 
 On a timeout the command's processes (descendants of the shell newer than the command) are killed
 from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
@@ -202,11 +204,7 @@ def _frame(payload: bytes, nonce: bytes, quiet: bool) -> bytes:
     The shell parses its command loop once (`__dt_loop`) and then takes each part with
     `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
     parsing a line per command cost more than anything else bash did for it. The nonce stays
-    unread (and unseen) until __depthtui_end reads it once the command has finished. The
-    `eval` runs at top level, outside any function (so `declare`, `cd` and variables behave as
-    typed); `$?` in it is the previous command's status, which `__depthtui_begin` returns. A
-    command's `continue` or `break` leaves the loop's body early: the next `__depthtui_begin`,
-    or `__depthtui_after` (which starts the loop again), ends that command instead."""
+    unread (and unseen) until the loop reads it once the command has finished."""
     flag = quiet + 2 * (b"\\" in payload)
     return b"%0*d%d%s%s" % (LENGTH_DIGITS, len(payload), flag, payload, nonce)
 
