@@ -4,6 +4,7 @@ Docker)."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,31 @@ def test_exec_root_timeout_raises_and_kills_the_process(sb: DockerSandbox) -> No
     assert err.value.kind == "exec" and "sleep 4321" in err.value.detail
     left = sb.exec_root(["sh", "-c", "pgrep -fx 'sleep 4321' || echo gone"]).stdout
     assert left == b"gone\n"
+
+
+def test_an_exec_waits_out_a_pause_the_engine_still_reports(sb: DockerSandbox) -> None:
+    # After an unpause the engine can call the container paused a moment longer (a late event
+    # from containerd), and refused execs then. Held paused for 0.3 s here: the harness's exec
+    # and a new shell both wait it out instead of failing.
+    sb.api.pause(sb.container_id)
+    timer = threading.Timer(0.3, sb.api.unpause, args=(sb.container_id,))
+    timer.start()
+    try:
+        began = time.monotonic()
+        assert sb.exec_root(["echo", "ran"]).stdout == b"ran\n"
+        assert time.monotonic() - began >= 0.25
+    finally:
+        timer.join()
+    sb.api.pause(sb.container_id)
+    timer = threading.Timer(0.3, sb.api.unpause, args=(sb.container_id,))
+    timer.start()
+    try:
+        assert sb.shell is not None
+        sb.shell.abandon("the test ended it")
+        r = sb.run("echo again")
+        assert r.output == b"again\n" and "the test ended it" in r.note
+    finally:
+        timer.join()
 
 
 def test_rootfs_is_the_merged_filesystem(sb: DockerSandbox) -> None:

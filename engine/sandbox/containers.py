@@ -24,7 +24,13 @@ import docker.errors
 from engine.sandbox import freezer, procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.disk import DiskWatch, LayerUsage, over_limits
-from engine.sandbox.dockerapi import STDOUT, ExecStream, engine_is_local, start_exec
+from engine.sandbox.dockerapi import (
+    STDOUT,
+    ExecStream,
+    create_exec,
+    engine_is_local,
+    start_exec,
+)
 from engine.sandbox.gc import remove_image
 from engine.sandbox.labels import LABEL_ROLE, ROLE_SNAPSHOT
 from engine.sandbox.shell import PersistentShell
@@ -324,7 +330,8 @@ class DockerSandbox:
         workdir: str | None,
     ) -> ExecResult:
         try:
-            exec_id = self.api.exec_create(
+            exec_id = create_exec(
+                self.api,
                 self._id,
                 argv,
                 stdin=stdin is not None,
@@ -334,7 +341,7 @@ class DockerSandbox:
                 user=user,
                 environment=[f"{k}={v}" for k, v in (env or {}).items()] or None,
                 workdir=workdir,
-            )["Id"]
+            )
         except docker.errors.NotFound:
             raise SandboxError("container", f"container {self._id[:12]} is gone") from None
         except docker.errors.APIError as exc:

@@ -60,6 +60,27 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+# How long the engine may still call a container paused after it was unpaused: it sets the
+# paused state again when containerd's "paused" event arrives after the unpause that followed
+# (1 in 200 quick pause/unpause pairs here, then an exec was refused as paused).
+PAUSE_LAG_S = 2.0
+
+
+def create_exec(
+    api: docker.APIClient, container_id: str, argv: list[str], **options: object
+) -> str:
+    """`api.exec_create`'s Id; an exec refused because the container is paused is tried again
+    for PAUSE_LAG_S (the harness never execs into a container it holds frozen)."""
+    deadline = time.monotonic() + PAUSE_LAG_S
+    while True:
+        try:
+            return api.exec_create(container_id, argv, **options)["Id"]
+        except docker.errors.APIError as exc:
+            if "is paused" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 class FrameReader:
     """Turns the bytes of a multiplexed stream into (stream, payload) pairs, incrementally."""
 

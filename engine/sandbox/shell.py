@@ -48,7 +48,14 @@ import docker
 from engine.sandbox import procs
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.disk import DiskWatch
-from engine.sandbox.dockerapi import STDERR, STDOUT, ExecStream, engine_is_local, start_exec
+from engine.sandbox.dockerapi import (
+    STDERR,
+    STDOUT,
+    ExecStream,
+    create_exec,
+    engine_is_local,
+    start_exec,
+)
 from engine.sandbox.output import BoundedCapture, model_text, observation
 
 # (user, argv, timeout=...) -> ExecResult: a separate exec, never the agent's shell.
@@ -361,7 +368,8 @@ class PersistentShell:
 
     def _start_in(self, cwd: str) -> None:
         try:
-            exec_id = self.api.exec_create(
+            exec_id = create_exec(
+                self.api,
                 self.container_id,
                 ["bash", "--noprofile", "--norc"],
                 stdin=True,
@@ -371,7 +379,7 @@ class PersistentShell:
                 user=self.user,
                 environment=[f"{k}={v}" for k, v in self.env.items()],
                 workdir=cwd,
-            )["Id"]
+            )
         except docker.errors.NotFound:
             raise SandboxError("container", f"container {self.container_id[:12]} is gone") from None
         except docker.errors.APIError as exc:
