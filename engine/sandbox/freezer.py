@@ -14,6 +14,7 @@ See docs/sandbox.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -207,7 +208,11 @@ class Freezer:
                         raise SandboxError("container", f"{self.id[:12]} is gone") from None
                     except docker.errors.APIError as exc:
                         if "already paused" in str(exc):
-                            break
+                            # Not by us (the count is 0): most likely the engine's stale state
+                            # after our own unpause (dockerapi.PAUSE_LAG_S), its processes still
+                            # running. A kill trusting it could miss a fork: thaw, freeze again.
+                            with contextlib.suppress(docker.errors.APIError):
+                                self.api.unpause(self.id)
                         if attempt == FREEZE_TRIES - 1:
                             raise FreezeError(
                                 "container", f"cannot freeze {self.id[:12]}: {exc}"
