@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -156,11 +157,13 @@ def test_the_framing_functions_cannot_be_replaced(sb: DockerSandbox) -> None:
 
 def test_a_readonly_framing_variable_ends_the_shell_instead_of_skewing_the_framing() -> None:
     # Its own container: the shells it ends must not disturb the module's shared one. The names
-    # are each framing variable a command's end writes; `break` first runs the loop inside
-    # eval, where an assignment error gives up the eval instead of ending bash.
+    # are each framing variable; each is written before the command's end mark, so the command
+    # that made it read-only is the one whose shell ends (never the next, which would be blamed
+    # for a death before it ran). `break` first runs the loop inside eval, where an assignment
+    # error gives up the eval instead of ending bash.
     box = start_sandbox(make_task(), BASE, labels=TEST_LABELS)
     try:
-        for name in ("__dt_rc", "__dt_xv", "__dt_n", "__dt_open"):
+        for name in ("__dt_rc", "__dt_xv", "__dt_n", "__dt_open", "__dt_h", "__dt_c"):
             for before in ("", "break; "):
                 if before:
                     assert box.run("break").exit_code == 0
@@ -170,6 +173,51 @@ def test_a_readonly_framing_variable_ends_the_shell_instead_of_skewing_the_frami
                 assert "shell exited" in r.note, (name, before, r.note)
                 after = box.run("echo fresh")
                 assert after.output == b"fresh\n" and after.exit_code == 0
+    finally:
+        box.close()
+
+
+def test_commands_see_only_their_three_standard_descriptors(sb: DockerSandbox) -> None:
+    # The frames and the exec's own stdout and stderr stay in bash's descriptors, closed on
+    # exec: a child sees 0, 1 and 2 (and `ls` its own listing of /proc/self/fd).
+    r = sb.run("ls /proc/self/fd; readlink /proc/self/fd/0")
+    names = r.output.decode().split()
+    assert sorted(names[:-1], key=int) == ["0", "1", "2", "3"] and names[-1] == "/dev/null"
+
+
+def test_the_shell_survives_the_agent_breaking_its_stderr_timeout_and_input() -> None:
+    # Its own container: every step here ends or stops the shell on purpose.
+    box = start_sandbox(make_task(), BASE, labels=TEST_LABELS)
+    try:
+        assert box.run("sleep 1000 &").exit_code == 0  # not quiet: the start mark is needed
+        # Close the copy of the exec's stderr bash saved around this command: its stderr
+        # cannot be given back, so the shell ends with this command, before reporting it.
+        close = (
+            'for f in /proc/$$/fd/*; do n=${f##*/}; [[ $n -ge 10 && $n != "$__dt_err" && '
+            '$f -ef /proc/$$/fd/$__dt_err ]] && eval "exec $n>&-"; done; echo closed'
+        )
+        r = box.run(close, timeout=10)
+        assert r.output.startswith(b"closed\n") and r.shell_restarted, r
+        assert "shell exited with code 125" in r.note, r.note
+        # ... so the next command runs once, in the new shell, and reports to the host.
+        r = box.run("echo x >> /tmp/count; exit 4", timeout=10)
+        assert r.exit_code == 4 and r.shell_restarted
+        assert box.run("cat /tmp/count").output == b"x\n"
+        # TMOUT is the default timeout of bash's `read`, the framing's own included.
+        box.run("TMOUT=1")
+        time.sleep(1.5)
+        r = box.run("echo ran > /tmp/ran; echo visible", timeout=10)
+        assert r.output == b"visible\n" and not r.shell_restarted, r
+        assert box.run("cat /tmp/ran").output == b"ran\n"
+        # A shell that does not read (stopped) cannot hold the harness past the timeout, even
+        # with a command bigger than the buffers on the way.
+        box.run("unset TMOUT; (sleep 0.5; kill -STOP $$) &")
+        time.sleep(1.0)
+        began = time.monotonic()
+        r = box.run("echo " + "x" * (4 << 20) + " > /dev/null", timeout=3)
+        assert r.timed_out and r.shell_restarted and "never ran" in r.note, r.note
+        assert time.monotonic() - began < 15
+        assert box.run("echo back").output == b"back\n"
     finally:
         box.close()
 

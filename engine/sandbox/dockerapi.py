@@ -28,6 +28,9 @@ DEFAULT_HOST = "unix:///var/run/docker.sock"
 STDOUT = 1
 STDERR = 2
 _HEADER = struct.Struct(">BxxxI")
+# Below this a send cannot block on a process that does not read: the socket's buffer (Linux's
+# default for a unix socket is 208 KiB) holds it.
+_FITS_BUFFERS = 64 * 1024
 
 
 def engine_address() -> str:
@@ -118,9 +121,20 @@ class ExecStream:
         self._pending = leftover
         self.closed = False
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, deadline: float | None = None) -> None:
+        """All of `data`; with a `deadline` (time.monotonic), TimeoutError when the process has
+        not taken it by then. What fits the socket's and the pipe's buffers never waits."""
         try:
-            self.sock.sendall(data)
+            if deadline is None or len(data) <= _FITS_BUFFERS:
+                self.sock.sendall(data)
+                return
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                self.sock.sendall(data)
+            finally:
+                self.sock.settimeout(None)
+        except TimeoutError:
+            raise
         except OSError as exc:
             raise SandboxError("shell", f"the shell's input is closed ({exc})") from None
 

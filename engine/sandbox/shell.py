@@ -113,19 +113,26 @@ def encode_payload(command: str) -> bytes:
 #   other processes of the agent could kill the shell between two commands or could be taken
 #   for the command's: the host leaves it out when the container was quiet after the last
 #   command, which it reads itself (PersistentShell._quiet_now), so bash spends nothing on it.
-# `\builtin` keeps an agent's function or alias named read/printf/eval from changing the
-# framing; the functions and the descriptors' numbers are read-only. A framing variable the
-# agent made read-only ends the shell (which is then replaced) rather than skew the framing:
-# every read into one is `|| exit 125`, and an assignment to one gives up the `eval` the loop
-# runs in, after which the group exits. (At top level such an error would give up the whole
-# group and leave bash reading the frames as its script: so the loop always runs in `eval`.)
-# Each is written before the end mark goes out: a shell that ends then ends with the command
-# it was running, never after it reported (the host would take the next command's lost start
-# for that command's doing).
+# `\builtin` keeps an agent's alias or function named read/printf/eval from changing the
+# framing (not a function named `builtin` itself, nor `enable -n`: the agent breaking its own
+# shell that way costs its command a timeout, and the shell is replaced); the functions and
+# the descriptors' numbers are read-only. A framing variable the agent made read-only ends the
+# shell (which is then replaced) rather than skew the framing: every read into one is
+# `|| exit 125`, and an assignment to one gives up the `eval` the loop runs in, after which the
+# group exits. (At top level such an error would give up the whole group and leave bash
+# reading the frames as its script: so the loop always runs in `eval`.) Each is written before
+# the end mark goes out: a shell that ends then ends with the command it was running, never
+# after it reported (the host would take the next command's lost start for that command's
+# doing). For the same reason the shell ends, before the mark, when the command's stderr could
+# not be given back (the command closed or replaced the copy bash saved for it): the marks on
+# stderr would be lost, or land in the output. bash's own descriptors take the lowest free
+# numbers from 10 up (the frames, stdout, stderr, and one saved around each command): an agent
+# that uses those numbers itself breaks its shell, which ends and is replaced.
 _END = r"""
     case $__dt_xv in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
-    __dt_open=
+    __dt_open= __dt_h= __dt_c=
     \builtin read -r -N NONCE_CHARS -u "$__dt_in" __dt_n || \builtin exit 125
+    [[ /proc/$$/fd/2 -ef /proc/$$/fd/$__dt_err ]] || \builtin exit 125  # (see above)
     \builtin printf '\036%s\035%s %s\0' "$__dt_n" "$__dt_rc" "$PWD" || :  # (set -e)
     [[ /proc/$$/fd/1 -ef /proc/$$/fd/$__dt_out ]] || \__depthtui_elsewhere
     case $__dt_xv in *[xv]*) \__depthtui_xv ;; esac"""
@@ -136,7 +143,8 @@ _END = r"""
 # under `set -e`, where giving it back would end the shell).
 _LOOP = r"""for ((;;)); do
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
-    \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h || \builtin exit "${__dt_rc:-0}"
+    \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h ||
+        { (( $? > 128 )) && continue; \builtin exit "${__dt_rc:-0}"; }  # (TMOUT; the end)
     case ${__dt_h:LENGTH_DIGITS} in [13]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
     __dt_open=1
     \builtin read -r -N "${__dt_h:0:LENGTH_DIGITS}" -u "$__dt_in" __dt_c || \builtin exit 125
@@ -169,27 +177,28 @@ __depthtui_start() {
     \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
 }
 __depthtui_status() { \builtin return "$1"; }
-__dt_rc=0 __dt_open= __dt_xv= __dt_n= __dt_h= __dt_c= __dt_in= __dt_out=
+__dt_rc=0 __dt_open= __dt_xv= __dt_n= __dt_h= __dt_c= __dt_in= __dt_out= __dt_err=
 __dt_loop='QUOTED_LOOP'
 {
-    # 4 and 5 are plain copies of the exec's stdin and stdout, only to find bash's own.
+    # 4, 5 and 6 are plain copies of the exec's stdin, stdout and stderr, only to find bash's.
     for __dt_f in {10..40}; do
         [[ -z $__dt_in && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/4 ]] && __dt_in=$__dt_f
         [[ -z $__dt_out && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/5 ]] && __dt_out=$__dt_f
+        [[ -z $__dt_err && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/6 ]] && __dt_err=$__dt_f
     done
-    exec 4<&- 5>&-  # (not `builtin exec`: its redirections would last only as long as it)
+    exec 4<&- 5>&- 6>&-  # (not `builtin exec`: its redirections would last only as long as it)
     \builtin unset __dt_f
-    if [[ -z $__dt_in || -z $__dt_out ]]; then
-        \builtin printf 'depthtui: this bash keeps no descriptor of its stdin or stdout\n' >&2
+    if [[ -z $__dt_in || -z $__dt_out || -z $__dt_err ]]; then
+        \builtin printf 'depthtui: bash kept no copy of its stdin, stdout or stderr\n' >&2
         \builtin exit 126
     fi
     \builtin readonly -f __depthtui_end __depthtui_elsewhere __depthtui_xv __depthtui_start \
         __depthtui_status
-    \builtin readonly __dt_loop __dt_in __dt_out
+    \builtin readonly __dt_loop __dt_in __dt_out __dt_err
     \builtin printf '\036ready %s\0' "$$" >&2
     \builtin eval "$__dt_loop"
     \builtin exit 125
-} 4<&0 5>&1 0</dev/null 1>&5
+} 4<&0 5>&1 6>&2 0</dev/null 1>&5 2>&6
 """
 _LOOP = _LOOP.replace("END", _END)
 _FUNCTIONS = _FUNCTIONS.replace("END", _END)
@@ -232,6 +241,7 @@ class _Outcome:
         self.err_lost = False  # the stdout mark came and the stderr mark never did
         self.out_closed = False  # the command closed the shell's own stdout (`exec 1>&-`)
         self.out_elsewhere = False  # the shell's stdout is another file the command chose
+        self.unsent = False  # the shell did not take the whole command before the deadline
 
     @property
     def done(self) -> bool:
@@ -400,8 +410,7 @@ class PersistentShell:
                         self.pid = int(m.group(1))
                         self._exec_id = exec_id
                         self._stream = stream
-                        if self._first:
-                            self._base = self._listing()
+                        self._rebase()
                         self._first = False
                         return
         stream.close()
@@ -434,6 +443,19 @@ class PersistentShell:
         except OSError:
             return None
         return None if len(data) >= _LISTING_MAX else frozenset(data.split())
+
+    def _rebase(self) -> None:
+        """What quiet is, read once a shell is ready: the first shell's container as it was set
+        up; after a replacement, the same with the new shell in place of the old one (exactly
+        one process gone and one new), else nothing is quiet any more."""
+        listing = self._listing()
+        base = self._base
+        if self._first or listing is None:
+            self._base = listing
+        elif base is not None and len(listing - base) == len(base - listing) == 1:
+            self._base = listing
+        else:
+            self._base = None
 
     def _quiet_now(self) -> bool:
         """The container holds exactly the processes it was set up with (its first shell
@@ -484,7 +506,17 @@ class PersistentShell:
 
         timed_out = False
         exit_code = outcome.exit_code
-        if died:
+        if outcome.unsent:
+            # Not even the whole command went in within the timeout: the shell was not reading
+            # (stopped, or still in a builtin of the last command), so nothing of it ran.
+            timed_out = restarted = True
+            cwd = self._kill_shell()
+            notes.append(
+                f"the shell did not take the command within {timeout:g} s, so it never ran; "
+                "the shell was killed and "
+                + self._restart_note(cwd, "variables, functions and options set in it")
+            )
+        elif died:
             restarted = True
             exit_code, said = self._replace_after_death()
             notes.append(said)
@@ -561,17 +593,23 @@ class PersistentShell:
         nonce = secrets.token_hex(NONCE_BYTES).encode()
         quiet, self._quiet = self._quiet, False
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        unsent = False
         try:
-            stream.send(_frame(encode_payload(command), nonce, quiet))
+            stream.send(_frame(encode_payload(command), nonce, quiet), deadline)
             sent = True
         except SandboxError:
             sent = False
+        except TimeoutError:
+            sent, unsent = False, True
         # Built while the shell runs the command: nothing here is needed to send it.
         outcome = _Outcome(nonce)
         if quiet:
             # No process of the agent was left after the last command: nothing but this command
             # can end the shell now, and every process under the shell will be the command's.
             outcome.last_pid = 0
+        if unsent:
+            outcome.unsent = True
+            return outcome, False
         if not sent:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
