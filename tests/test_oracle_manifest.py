@@ -298,34 +298,3 @@ def test_scanner_reads_one_file_without_following_links(fake_root):
     m = sc.take()
     assert m.source == "rootfs"
     assert stat.S_IMODE(os.stat(fake_root.p("d/t.txt")).st_mode) == m.entries["d/t.txt"].mode
-
-
-def test_big_files_hashed_beside_the_walk_give_the_same_manifest(fake_root, monkeypatch):
-    """Batches of big files go to the worker thread; the manifest (its order included) is the
-    one the walking thread alone makes, and no descriptor is left open."""
-    from engine.oracle import hashing
-
-    size = 600 * 1024
-    for i in range(40):
-        fake_root.write(f"d{i % 3}/big{i:02d}.bin", bytes([i]) * (size + i))
-        fake_root.write(f"d{i % 3}/small{i:02d}.txt", f"small {i}\n")
-    threads: set[str] = set()
-    real_run = hashing._run
-
-    def run(jobs):
-        threads.add(threading.current_thread().name)
-        return real_run(jobs)
-
-    monkeypatch.setattr(hashing, "_run", run)
-    fds = len(os.listdir("/proc/self/fd"))
-    beside = take_manifest(fake_root.home_dir, HOME, keep_texts=True)
-    assert len(os.listdir("/proc/self/fd")) == fds
-    assert any(name.startswith("manifest-hash") for name in threads), threads
-    monkeypatch.setattr(hashing, "PARALLEL_MIN", 1 << 40)  # every batch on the walking thread
-    threads.clear()
-    alone = take_manifest(fake_root.home_dir, HOME, keep_texts=True)
-    assert threads == {threading.current_thread().name}
-    assert list(beside.entries.items()) == list(alone.entries.items())
-    assert list(beside.texts.items()) == list(alone.texts.items()) and len(alone.texts) == 40
-    big = beside.entries["d1/big07.bin"]
-    assert big.sha256 == hashlib.sha256(bytes([7]) * (size + 7)).hexdigest()
