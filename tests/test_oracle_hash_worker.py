@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from engine.oracle import hash_worker, hashing
+from engine.oracle import hash_worker, reading
 from engine.oracle.entries import TEXT_MAX
-from engine.oracle.hashing import open_file
 from engine.oracle.manifest import HASH_ANY_MAX, MAX_DEPTH, take_manifest
+from engine.oracle.reading import open_file
 from engine.oracle.walk import Bounds, Walk
 
 HOME = "/home/user"
@@ -68,7 +68,7 @@ def _home(fake_root, small: int = 400) -> None:
 
 def _walk(fake_root, keep_texts: bool, open_file=open_file) -> Walk:
     walk = Walk(Bounds(MAX_DEPTH, 1000, 4096, 20_000, HASH_ANY_MAX), open_file, None, keep_texts)
-    fd = os.open(fake_root.home_dir, hashing.OPEN_DIR)
+    fd = os.open(fake_root.home_dir, reading.OPEN_DIR)
     try:
         walk.walk(fd, baseline=True)
     finally:

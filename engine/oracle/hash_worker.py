@@ -30,6 +30,7 @@ import sys
 import threading
 
 from engine.oracle.entries import TEXT_MAX
+from engine.oracle.reading import hash_file
 
 # Descriptors one request may carry: a walk's batch is at most 32 files (walk.py _BATCH_FILES),
 # well under the kernel's SCM_MAX_FD (253).
@@ -68,8 +69,6 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
 
 def serve(sock: socket.socket) -> None:
     """Answer batches until the socket ends. Every descriptor received is closed."""
-    from engine.oracle.hashing import hash_file
-
     while True:
         try:
             # Only the length: the descriptors ride on a request's first byte, and a read never

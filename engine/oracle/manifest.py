@@ -40,9 +40,9 @@ from engine.oracle.entries import (
     printable,
     relpath,
 )
-from engine.oracle.hashing import OPEN_DIR as _OPEN_DIR
-from engine.oracle.hashing import open_file as _open_file
-from engine.oracle.hashing import read_fd as _read_fd
+from engine.oracle.reading import OPEN_DIR as _OPEN_DIR
+from engine.oracle.reading import open_file as _open_file
+from engine.oracle.reading import read_fd as _read_fd
 from engine.oracle.tarstream import StreamReader, manifest_from_tar
 from engine.oracle.walk import RACY_NS, Bounds, HashCache, Judge, Walk
 

@@ -23,7 +23,8 @@ from engine.oracle.entries import (
     printable,
     type_of,
 )
-from engine.oracle.hashing import OPEN_DIR, Hasher, HashJob
+from engine.oracle.hashing import Hasher, HashJob
+from engine.oracle.reading import OPEN_DIR
 
 # ctime's clock ticks coarsely (a jiffy); anything changed this close to a walk is hashed again.
 RACY_NS = 100_000_000

@@ -52,6 +52,14 @@ class HostProc:
     start_tick: int  # clock ticks after boot
 
 
+def _lists(procs: Path, init_pid: int) -> bool:
+    """`procs` is a readable cgroup.procs that names `init_pid`."""
+    try:
+        return str(init_pid) in procs.read_text().split()
+    except OSError:
+        return False
+
+
 def procs_file(container_id: str, init_pid: int) -> Path | None:
     """The container's `cgroup.procs` (cgroup v1's pids hierarchy, or v2's unified one), found
     from its init process; None when this host's /sys/fs/cgroup does not show it."""
@@ -69,11 +77,8 @@ def procs_file(container_id: str, init_pid: int) -> Path | None:
             candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.procs"
         else:
             continue
-        try:
-            if str(init_pid) in candidate.read_text().split():
-                return candidate
-        except OSError:
-            continue
+        if _lists(candidate, init_pid):
+            return candidate
     return None
 
 
@@ -170,11 +175,8 @@ def unified_procs_file(container_id: str, init_pid: int) -> Path | None:
             continue
         inside = path[len(root) :] if root != "/" else path
         candidate = Path(point) / inside.lstrip("/") / "cgroup.procs"
-        try:
-            if str(init_pid) in candidate.read_text().split():
-                return candidate
-        except OSError:
-            continue
+        if _lists(candidate, init_pid):
+            return candidate
     return None
 
 

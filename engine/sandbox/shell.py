@@ -448,14 +448,13 @@ class PersistentShell:
         """What quiet is, read once a shell is ready: the first shell's container as it was set
         up; after a replacement, the same with the new shell in place of the old one (exactly
         one process gone and one new), else nothing is quiet any more."""
-        listing = self._listing()
-        base = self._base
-        if self._first or listing is None:
-            self._base = listing
-        elif base is not None and len(listing - base) == len(base - listing) == 1:
-            self._base = listing
-        else:
-            self._base = None
+        listing, base = self._listing(), self._base
+        replaced = (
+            listing is not None
+            and base is not None
+            and len(listing - base) == len(base - listing) == 1
+        )
+        self._base = listing if self._first or replaced else None
 
     def _quiet_now(self) -> bool:
         """The container holds exactly the processes it was set up with (its first shell
