@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from engine.sandbox.framing import encode_payload
 from engine.sandbox.output import (
     HEAD_CHARS,
     TAIL_CHARS,
@@ -14,7 +15,6 @@ from engine.sandbox.output import (
     observation,
     status_line,
 )
-from engine.sandbox.shell import encode_payload
 
 
 def test_capture_keeps_everything_while_it_fits() -> None:

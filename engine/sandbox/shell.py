@@ -1,32 +1,5 @@
-"""The agent's bash tool: one persistent bash per episode on one attached exec stream.
-
-How a command travels (the framing never depends on what the command prints):
-
-1. The shell runs one command loop, parsed once when it starts, inside a group whose
-   redirections give every command /dev/null for stdin: the frames come on bash's own copy of
-   the exec's stdin (a descriptor it keeps closed on exec, so no child inherits it). The loop
-   reads a frame's fixed-size header (the payload's length and a flag), then exactly that many
-   bytes of payload, and decodes it; then `eval` runs it at top level (so `declare`, `cd` and
-   variables behave as typed) with stderr merged into stdout. The payload is the command with
-   every byte outside printable ASCII (and the backslash) written as `\\xHH`: no newlines, as
-   many characters as bytes in any locale, so a 100 KB command arrives intact with no
-   line-length limit.
-2. The loop then reads the nonce that follows the payload in bash's input, which stays unread
-   until the command has finished, and prints the end mark: `\\x1e<nonce>\\x1d<exit code>
-   <cwd>\\0` on stdout where the command's output stops; when the shell's stdout is no longer
-   the exec's stdout pipe, also `\\x1e<nonce> <exit code> <where> <cwd>\\0` on stderr (`where`
-   the stdout mark went: c closed, r redirected), a separate stream of the exec that the
-   command's own (merged) output never reaches.
-   The nonce is fresh for every command and, while the command runs, exists only in the host and
-   in the part of bash's input not yet read: not in the environment, a file or a variable. Text
-   the command prints, a guessed marker included, cannot end it early. (A process that
-   deliberately reads the rest of its parent shell's input through /proc could learn it; it runs
-   as the same uid as the shell, which no design with the shell as the agent's own user can
-   prevent.)
-3. Unless the container was quiet after the last command (the host read from its cgroup that
-   it held exactly the processes it had when its first shell started), the loop first prints a
-   start mark on stderr (the newest pid): it tells a command that never ended from a shell
-   killed before it read the command, and which processes a timeout must kill.
+"""The agent's bash tool: one persistent bash per episode on one attached exec stream; how a
+command travels to it and back is framing.py's.
 
 On a timeout the command's processes (descendants of the shell newer than the command) are killed
 from a root exec, so bash, its cwd and its variables survive; only when bash itself is busy (a
@@ -56,7 +29,15 @@ from engine.sandbox.dockerapi import (
     engine_is_local,
     start_exec,
 )
-from engine.sandbox.output import BoundedCapture, model_text, observation
+from engine.sandbox.framing import (
+    LENGTH_DIGITS,
+    NONCE_BYTES,
+    SHELL_SOURCE,
+    Outcome,
+    encode_payload,
+    frame,
+)
+from engine.sandbox.output import model_text, observation
 
 # (user, argv, timeout=...) -> ExecResult: a separate exec, never the agent's shell.
 ExecAs = Callable[..., ExecResult]
@@ -70,248 +51,10 @@ STDOUT_LAG_S = 2.0
 # background process holding the output open hides the shell's death from the stream).
 LIVENESS_EVERY_S = 1.0
 READY_TIMEOUT_S = 30.0
-_STDERR_KEEP = 64 * 1024
 _LISTING_MAX = 1 << 16  # a longer cgroup.procs is not a quiet container
 _MAX_NAMES = 8
 
 _LOST_OLD = "variables, functions and options set in the old shell"
-NONCE_BYTES = 16  # random bytes per command, sent as hex
-NONCE_CHARS = 2 * NONCE_BYTES
-LENGTH_DIGITS = 9  # a command's length in its frame's header; longer commands are refused
-
-_NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
-_START_MARK = re.compile(rb"\x1fstart (\d+)\0")
-
-
-def encode_payload(command: str) -> bytes:
-    """The command as printable ASCII that bash's `printf %b` turns back into the same bytes."""
-    if command.isascii() and command.isprintable() and "\\" not in command:
-        return command.encode()  # most commands: nothing to escape
-    data = command.encode("utf-8", errors="surrogateescape")
-    return _NEEDS_ESCAPE.sub(lambda m: b"\\x%02x" % m.group()[0], data)
-
-
-# What a command costs is what crosses the Docker engine and what bash interprets on the way:
-# every write bash makes to the exec's stdout or stderr is one frame the engine relays and the
-# host wakes up for, and every statement of the framing lies on the round trip. Measured on the
-# shell's bash from the host (/proc/<pid>/stat, strace -c, perf): the time was bash's own
-# interpreting, most of it calling shell functions (bash copies a function's whole body at every
-# call) and redirections (about ten system calls each), not the system calls themselves. So:
-# - the common path is written out in the loop itself, parsed once; functions are called only
-#   on the rare paths (a start mark, a status to give back, a stdout gone elsewhere, set -x);
-# - the shell runs inside one group whose redirections, made once, give every command
-#   /dev/null for stdin: bash keeps the exec's stdin and stdout in descriptors of its own
-#   (>= 10, closed on exec, so no child inherits them), found once by `-ef` and read with
-#   `read -u`. Each command keeps one redirection, `2>&1`, so that its stderr joins its
-#   output while the framing's own trace under `set -x` stays on the exec's stderr;
-# - one write per command in the common case: the end mark on stdout with the exit code; then
-#   `-ef` (two stats) tells that stdout is still the exec's pipe, and only when it is not (the
-#   command ran `exec >file` or closed it) does a second mark go out on stderr;
-# - `read -N` reads a pipe in one system call (a line is read a byte per call) and never splits
-#   on IFS; `printf %b` runs only when the header says the payload holds an escape;
-# - the start mark (the newest pid, on stderr, before the command runs) is needed only where
-#   other processes of the agent could kill the shell between two commands or could be taken
-#   for the command's: the host leaves it out when the container was quiet after the last
-#   command, which it reads itself (PersistentShell._quiet_now), so bash spends nothing on it.
-# `\builtin` keeps an agent's alias or function named read/printf/eval from changing the
-# framing (not a function named `builtin` itself, nor `enable -n`: the agent breaking its own
-# shell that way costs its command a timeout, and the shell is replaced); the functions and
-# the descriptors' numbers are read-only. A framing variable the agent made read-only ends the
-# shell (which is then replaced) rather than skew the framing: every read into one is
-# `|| exit 125`, and an assignment to one gives up the `eval` the loop runs in, after which the
-# group exits. (At top level such an error would give up the whole group and leave bash
-# reading the frames as its script: so the loop always runs in `eval`.) Each is written before
-# the end mark goes out: a shell that ends then ends with the command it was running, never
-# after it reported (the host would take the next command's lost start for that command's
-# doing). For the same reason the shell ends, before the mark, when the command's stderr could
-# not be given back (the command closed or replaced the copy bash saved for it): the marks on
-# stderr would be lost, or land in the output. bash's own descriptors take the lowest free
-# numbers from 10 up (the frames, stdout, stderr, and one saved around each command): an agent
-# that uses those numbers itself breaks its shell, which ends and is replaced.
-_END = r"""
-    case $__dt_xv in *[xv]*) { \builtin set +xv; } 2>/dev/null ;; esac
-    __dt_open= __dt_h= __dt_c=
-    \builtin read -r -N NONCE_CHARS -u "$__dt_in" __dt_n || \builtin exit 125
-    [[ /proc/$$/fd/2 -ef /proc/$$/fd/$__dt_err ]] || \builtin exit 125  # (see above)
-    \builtin printf '\036%s\035%s %s\0' "$__dt_n" "$__dt_rc" "$PWD" || :  # (set -e)
-    [[ /proc/$$/fd/1 -ef /proc/$$/fd/$__dt_out ]] || \__depthtui_elsewhere
-    case $__dt_xv in *[xv]*) \__depthtui_xv ;; esac"""
-# The command loop, parsed once, and again only after a command's `break` left it. A command's
-# `continue` or `break` skips the loop's own end: the next pass (or `__depthtui_end` after the
-# loop) ends that command instead. An arithmetic `for` needs no command to decide whether to
-# go on. The command's `$?` is the previous command's status, as a terminal would show (not
-# under `set -e`, where giving it back would end the shell).
-_LOOP = r"""for ((;;)); do
-    case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
-    \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h ||
-        { (( $? > 128 )) && continue; \builtin exit "${__dt_rc:-0}"; }  # (TMOUT; the end)
-    case ${__dt_h:LENGTH_DIGITS} in [13]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
-    __dt_open=1
-    \builtin read -r -N "${__dt_h:0:LENGTH_DIGITS}" -u "$__dt_in" __dt_c || \builtin exit 125
-    case ${__dt_h:LENGTH_DIGITS} in [23]) \builtin printf -v __dt_c %b "$__dt_c" ;; esac
-    case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
-    \builtin eval "$__dt_c" 2>&1
-    __dt_rc=$? __dt_xv=$-END
-done; \__depthtui_end $? "$-"; \builtin eval "$__dt_loop"
-"""
-_FUNCTIONS = r"""
-__depthtui_end() {
-    __dt_rc=$1 __dt_xv=$2END
-}
-__depthtui_elsewhere() {
-    # The end mark went elsewhere, or may have: where it went (c the shell's stdout is closed;
-    # r it is another file, which may still lead back to us, as `exec > >(tee log)` does), and
-    # the exit code, on the exec's stderr.
-    if [[ -e /proc/$$/fd/1 ]]; then
-        \builtin printf '\036%s %s r %s\0' "$__dt_n" "$__dt_rc" "$PWD" >&2
-    else
-        \builtin printf '\036%s %s c %s\0' "$__dt_n" "$__dt_rc" "$PWD" >&2
-    fi
-}
-__depthtui_xv() {
-    case $__dt_xv in *x*) \builtin set -x ;; esac
-    case $__dt_xv in *v*) \builtin set -v ;; esac
-}
-__depthtui_start() {
-    __dt_lp=; IFS=' ' \builtin read -r -u 3 _ _ _ _ __dt_lp 3</proc/loadavg
-    \builtin printf '\037start %s\0' "${__dt_lp:-0}" >&2
-}
-__depthtui_status() { \builtin return "$1"; }
-__dt_rc=0 __dt_open= __dt_xv= __dt_n= __dt_h= __dt_c= __dt_in= __dt_out= __dt_err=
-__dt_loop='QUOTED_LOOP'
-{
-    # 4, 5 and 6 are plain copies of the exec's stdin, stdout and stderr, only to find bash's.
-    for __dt_f in {10..40}; do
-        [[ -z $__dt_in && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/4 ]] && __dt_in=$__dt_f
-        [[ -z $__dt_out && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/5 ]] && __dt_out=$__dt_f
-        [[ -z $__dt_err && /proc/$$/fd/$__dt_f -ef /proc/$$/fd/6 ]] && __dt_err=$__dt_f
-    done
-    exec 4<&- 5>&- 6>&-  # (not `builtin exec`: its redirections would last only as long as it)
-    \builtin unset __dt_f
-    if [[ -z $__dt_in || -z $__dt_out || -z $__dt_err ]]; then
-        \builtin printf 'depthtui: bash kept no copy of its stdin, stdout or stderr\n' >&2
-        \builtin exit 126
-    fi
-    \builtin readonly -f __depthtui_end __depthtui_elsewhere __depthtui_xv __depthtui_start \
-        __depthtui_status
-    \builtin readonly __dt_loop __dt_in __dt_out __dt_err
-    \builtin printf '\036ready %s\0' "$$" >&2
-    \builtin eval "$__dt_loop"
-    \builtin exit 125
-} 4<&0 5>&1 6>&2 0</dev/null 1>&5 2>&6
-"""
-_LOOP = _LOOP.replace("END", _END)
-_FUNCTIONS = _FUNCTIONS.replace("END", _END)
-_FUNCTIONS = _FUNCTIONS.replace("QUOTED_LOOP", _LOOP.replace("'", "'\\''"))
-for _name, _value in {
-    "NONCE_CHARS": str(NONCE_CHARS),
-    "HEADER_CHARS": str(LENGTH_DIGITS + 1),
-    "LENGTH_DIGITS": str(LENGTH_DIGITS),
-}.items():
-    _FUNCTIONS = _FUNCTIONS.replace(_name, _value)
-_SHELL_SOURCE = _FUNCTIONS.encode()
-
-
-def _frame(payload: bytes, nonce: bytes, quiet: bool) -> bytes:
-    """One command for the shell: a fixed-size header (the payload's length, then a flag: bit 0
-    set when the container was quiet after the last command, so no start mark; bit 1 when the
-    payload holds an escape for `printf %b` to decode), the payload, the nonce.
-
-    The shell parses its command loop once (`__dt_loop`) and then takes each part with
-    `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
-    parsing a line per command cost more than anything else bash did for it. The nonce stays
-    unread (and unseen) until the loop reads it once the command has finished."""
-    flag = quiet + 2 * (b"\\" in payload)
-    return b"%0*d%d%s%s" % (LENGTH_DIGITS, len(payload), flag, payload, nonce)
-
-
-class _Outcome:
-    """What one command's stream produced, filled in as frames arrive."""
-
-    def __init__(self, nonce: bytes) -> None:
-        self.capture = BoundedCapture()
-        self.mark = b"\x1e" + nonce
-        self.err_mark = self.mark + b" "
-        self._carry = b""
-        self._err = bytearray()
-        self.out_done = False
-        self.exit_code: int | None = None
-        self.cwd: str | None = None
-        self.last_pid: int | None = None  # the newest pid when the command began
-        self.err_lost = False  # the stdout mark came and the stderr mark never did
-        self.out_closed = False  # the command closed the shell's own stdout (`exec 1>&-`)
-        self.out_elsewhere = False  # the shell's stdout is another file the command chose
-        self.unsent = False  # the shell did not take the whole command before the deadline
-
-    @property
-    def done(self) -> bool:
-        return self.out_done and self.exit_code is not None
-
-    def stdout(self, data: bytes) -> None:
-        if self.out_done:
-            # Late output of a background process: it belongs to nobody; keep it with this call.
-            self.capture.write(data)
-            return
-        if self._carry:
-            data = self._carry + data
-            self._carry = b""
-        at = data.find(self.mark)
-        if at < 0:
-            keep = len(self.mark) - 1
-            self.capture.write(data[: len(data) - keep])
-            self._carry = data[len(data) - keep :]
-            return
-        self.capture.write(data[:at])
-        kind = data[at + len(self.mark) : at + len(self.mark) + 1]
-        rest = at + len(self.mark) + 1
-        if kind == b"\x1d":  # the output ends here, and this says how: `code cwd\0`
-            end = data.find(b"\0", rest)
-            if end < 0:
-                self._carry = data[at:]  # the rest of the mark is still on its way
-                return
-            code, _, cwd = data[rest:end].partition(b" ")
-            self._finish(code, cwd)
-            self.out_done = True
-            self.capture.write(data[end + 1 :])
-        elif not kind:
-            self._carry = data[at:]
-        else:  # not a mark of ours (the nonce is never followed by anything else)
-            self.capture.write(data[at : at + 1])
-            self.stdout(data[at + 1 :])
-
-    def _finish(self, code: bytes, cwd: bytes) -> None:
-        self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
-        self.cwd = cwd.decode("utf-8", "surrogateescape")
-
-    def flush(self) -> None:
-        self.capture.write(self._carry)
-        self._carry = b""
-
-    def stderr(self, data: bytes) -> None:
-        # Only the end mark matters here; anything else on the shell's own stderr is bash talking
-        # about the framing (set -v echoes, warnings), not the command's output.
-        if self.exit_code is not None:
-            return
-        self._err += data
-        if self.last_pid is None:
-            m = _START_MARK.search(self._err)
-            if m:
-                self.last_pid = int(m.group(1))
-        at = self._err.find(self.err_mark)
-        if at < 0:
-            if len(self._err) > _STDERR_KEEP:
-                del self._err[: len(self._err) - _STDERR_KEEP]
-            return
-        end = self._err.find(b"\0", at)
-        if end < 0:
-            return
-        code, where, cwd = bytes(self._err[at + len(self.err_mark) : end]).split(b" ", 2)
-        self._finish(code, cwd)
-        if where == b"c":  # the stdout mark cannot come: no lag to wait
-            self.out_done = self.out_closed = True
-        # Redirected: the mark may still come through whatever stdout now is; if it does not,
-        # the agent sent its stdout elsewhere on purpose and can restore it (`exec >&7`).
-        self.out_elsewhere = where == b"r"
 
 
 class PersistentShell:
@@ -395,7 +138,7 @@ class PersistentShell:
         except docker.errors.APIError as exc:
             raise SandboxError("shell", exc.explanation or str(exc)) from None
         stream = start_exec(self.api, exec_id)
-        stream.send(_SHELL_SOURCE)
+        stream.send(SHELL_SOURCE)
         said = bytearray()
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -585,7 +328,7 @@ class PersistentShell:
             ),
         )
 
-    def _send(self, command: str, deadline: float) -> tuple[_Outcome, bool]:
+    def _send(self, command: str, deadline: float) -> tuple[Outcome, bool]:
         """Hand the command to the shell and follow it until done or the deadline."""
         stream = self._stream
         assert stream is not None
@@ -594,14 +337,14 @@ class PersistentShell:
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         unsent = False
         try:
-            stream.send(_frame(encode_payload(command), nonce, quiet), deadline)
+            stream.send(frame(encode_payload(command), nonce, quiet), deadline)
             sent = True
         except SandboxError:
             sent = False
         except TimeoutError:
             sent, unsent = False, True
         # Built while the shell runs the command: nothing here is needed to send it.
-        outcome = _Outcome(nonce)
+        outcome = Outcome(nonce)
         if quiet:
             # No process of the agent was left after the last command: nothing but this command
             # can end the shell now, and every process under the shell will be the command's.
@@ -613,7 +356,7 @@ class PersistentShell:
             return outcome, True
         return outcome, self._pump(outcome, deadline)
 
-    def _pump(self, outcome: _Outcome, deadline: float) -> bool:
+    def _pump(self, outcome: Outcome, deadline: float) -> bool:
         """Read frames until the command is done or the deadline passes; True if the shell died
         (its stream ended or the engine says its process is gone)."""
         stream = self._stream
@@ -652,7 +395,7 @@ class PersistentShell:
                     return True
         return False
 
-    def _drain(self, outcome: _Outcome) -> None:
+    def _drain(self, outcome: Outcome) -> None:
         """Take what is already waiting on a dead shell's stream, without blocking."""
         stream = self._stream
         while stream is not None:
