@@ -4,6 +4,7 @@ episode sandbox (Docker tests). Docker tests fail, never skip, when Docker is mi
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ class FakeRoot:
     """A folder standing for a container's root, with the home inside it."""
 
     root: Path
+    upper: Path | None = None  # the overlay's upper folder when root is an overlay mount
 
     @property
     def home_dir(self) -> Path:
@@ -41,18 +43,35 @@ class FakeRoot:
         return path
 
     def scanner(self) -> ManifestScanner:
-        return ManifestScanner(HOME, self.root)
+        return ManifestScanner(HOME, self.root, upper=self.upper)
 
     def settle(self) -> None:
         """Let what was just written age past the racy window, so a first walk caches it."""
         time.sleep(RACY_NS / 1e9 + 0.05)
 
 
-@pytest.fixture
-def fake_root(tmp_path: Path) -> FakeRoot:
-    fr = FakeRoot(tmp_path / "rootfs")
+@pytest.fixture(params=["walk", "upper"])
+def fake_root(tmp_path: Path, request):
+    """Each oracle test runs both ways: a plain folder walked in full, and a real overlay mount
+    whose checks read the upper folder's change set (engine/oracle/upper.py)."""
+    if request.param == "walk":
+        fr = FakeRoot(tmp_path / "rootfs")
+        fr.home_dir.mkdir(parents=True)
+        yield fr
+        return
+    layers = tmp_path / "overlay"
+    for d in ("lower", "upper", "work"):
+        (layers / d).mkdir(parents=True)
+    root = tmp_path / "rootfs"
+    root.mkdir()
+    opts = f"lowerdir={layers}/lower,upperdir={layers}/upper,workdir={layers}/work"
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(root)], check=True)
+    fr = FakeRoot(root, layers / "upper")
     fr.home_dir.mkdir(parents=True)
-    return fr
+    try:
+        yield fr
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
 
 
 def sandbox_task(tmp_path: Path, task_id: str = "oracle-test") -> Task:

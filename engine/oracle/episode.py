@@ -75,9 +75,15 @@ def prepare(
     return Prepared(plan, tuple(files))
 
 
-def baseline(scanner: Scanner, permits: Permits, fault: faults.FaultPlan | None) -> Oracle:
-    """The baseline (after the fault and the planted files) and the oracle judging against it."""
-    return Oracle.start(scanner, permits, fault)
+def baseline(
+    scanner: Scanner,
+    permits: Permits,
+    fault: faults.FaultPlan | None,
+    planted: tuple[str, ...] | list[str] = (),
+) -> Oracle:
+    """The baseline (after the fault and the planted files) and the oracle judging against it;
+    the planted files (container paths) are hashed afresh at every check."""
+    return Oracle.start(scanner, permits, fault, planted)
 
 
 def stop_agent(sandbox: Sandbox) -> None:

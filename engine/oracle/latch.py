@@ -116,17 +116,28 @@ class Oracle:
 
     @classmethod
     def start(
-        cls, scanner: Scanner, permits: Permits, fault: faults.FaultPlan | None = None
+        cls,
+        scanner: Scanner,
+        permits: Permits,
+        fault: faults.FaultPlan | None = None,
+        planted: tuple[str, ...] | list[str] = (),
     ) -> Oracle:
+        """`planted`: the planted files' container paths, hashed afresh at every check."""
         baseline = scanner.take(keep_texts=True, fresh=True, baseline=True)
         if hasattr(scanner, "judge"):
             extra = {}
+            always = set()
             if fault is not None:
                 for path in (fault.target, fault.spare):
                     rel = baseline.relpath(path) if path else None
                     if rel is not None:
                         extra[rel] = fault.original_size
-            scanner.judge = Judge(baseline.entries, extra)
+                        always.add(rel)
+            for path in planted:
+                rel = baseline.relpath(path)
+                if rel is not None:
+                    always.add(rel)
+            scanner.judge = Judge(baseline.entries, extra, frozenset(always))
         return cls(baseline, permits, fault, scanner)
 
     # -- the checks -----------------------------------------------------------------------

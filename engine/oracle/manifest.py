@@ -44,6 +44,7 @@ from engine.oracle.reading import OPEN_DIR as _OPEN_DIR
 from engine.oracle.reading import open_file as _open_file
 from engine.oracle.reading import read_fd as _read_fd
 from engine.oracle.tarstream import StreamReader, manifest_from_tar
+from engine.oracle.upper import ChangeSet, read_upper
 from engine.oracle.walk import RACY_NS, Bounds, HashCache, Judge, Walk
 
 __all__ = [
@@ -113,9 +114,10 @@ def _take_from_fd(
     baseline: bool,
     where: str,
     judge: Judge | None = None,
+    scope: ChangeSet | None = None,
 ) -> Manifest:
     bounds = Bounds(MAX_DEPTH, NEW_LISTED, NEW_PATH_MAX, NEW_COUNT_MAX, HASH_ANY_MAX)
-    walk = Walk(bounds, _open_file, cache, keep_texts, judge)
+    walk = Walk(bounds, _open_file, cache, keep_texts, judge, scope)
     try:
         walk.walk(home_fd, baseline)
     except OSError as exc:
@@ -171,6 +173,8 @@ class _SandboxLike(Protocol):
 
     def rootfs(self) -> Path | None: ...
 
+    def upper(self) -> Path | None: ...
+
 
 class ManifestScanner:
     """Takes manifests of one container's home, again and again, as cheaply as it can.
@@ -180,24 +184,43 @@ class ManifestScanner:
     """
 
     def __init__(
-        self, home: str, rootfs: Path | None, container_id: str | None = None, client=None
+        self,
+        home: str,
+        rootfs: Path | None,
+        container_id: str | None = None,
+        client=None,
+        upper: Path | None = None,
     ) -> None:
         self.home = home
         self.rootfs = rootfs
+        # The container's overlay upper folder on this host (None: every check walks in full).
+        self.upper = upper
         self.container_id = container_id
         self._client = client
         self.cache = HashCache()
         # Set once the baseline is taken (latch.Oracle.start): later walks hash and keep only
         # what can be judged.
         self.judge: Judge | None = None
+        self.last_scope: ChangeSet | None = None  # the last check's change set (tests, bench)
+        self.upper_at_baseline: ChangeSet | None = None
 
     @classmethod
-    def for_sandbox(cls, sandbox: _SandboxLike, force_tar: bool = False) -> ManifestScanner:
+    def for_sandbox(
+        cls, sandbox: _SandboxLike, force_tar: bool = False, use_upper: bool = True
+    ) -> ManifestScanner:
+        """The one place that chooses the way the checks are taken (stored as the episode's
+        `oracle_way`): the upper folder's change set where it can be read here, else the full
+        walk of the merged folder, else the daemon's tar stream. `use_upper=False` keeps the
+        full walk (the bench and the tests compare both ways)."""
         root = None if force_tar else sandbox.rootfs()
-        scanner = cls(sandbox.home, root, sandbox.container_id)
+        upper = None
+        if root is not None and use_upper and hasattr(sandbox, "upper"):
+            upper = sandbox.upper()
+        scanner = cls(sandbox.home, root, sandbox.container_id, upper=upper)
         if root is not None and scanner._mount_in_the_way():
             # The merged folder shows the image under a mount, not what the agent sees there.
             scanner.rootfs = None
+            scanner.upper = None
         return scanner
 
     def _mount_in_the_way(self) -> bool:
@@ -218,6 +241,14 @@ class ManifestScanner:
     def source(self) -> str:
         return "rootfs" if self.rootfs is not None else "tar"
 
+    @property
+    def way(self) -> str:
+        """How the checks after the baseline are taken: "upper" (the upper folder's change set),
+        "walk" (the full walk of the merged folder) or "tar" (the daemon's tar stream)."""
+        if self.rootfs is None:
+            return "tar"
+        return "upper" if self.upper is not None else "walk"
+
     def take(
         self, keep_texts: bool = False, fresh: bool = False, baseline: bool = False
     ) -> Manifest:
@@ -227,19 +258,37 @@ class ManifestScanner:
             return self._take_tar(keep_texts)
         if fresh:
             self.cache = HashCache()
+        judge = None if baseline else self.judge
+        scope = None
+        cache = self.cache
+        if judge is not None and self.upper is not None and self.upper_at_baseline is not None:
+            scope = read_upper(os.fspath(self.upper), self.home, judge.known)
+            if scope is not None:
+                scope = scope.merged_with(self.upper_at_baseline)
+                # What the upper folder names is hashed afresh every time: the guarantee rests
+                # on the kernel's copy-up, never on timestamps.
+                cache = self.cache = HashCache()
+        self.last_scope = scope
         fd = open_home_in_rootfs(self.rootfs, self.home)
         try:
             m = _take_from_fd(
                 fd,
                 self.home,
-                self.cache,
+                cache,
                 keep_texts,
                 baseline,
                 f"{self.rootfs}{self.home}",
-                None if baseline else self.judge,
+                judge,
+                scope,
             )
         finally:
             os.close(fd)
+        if baseline and self.upper is not None:
+            # What the upper folder held at the baseline (the planted and fault files, what
+            # the image's setup wrote): looked at every time. Unreadable: walk in full.
+            self.upper_at_baseline = read_upper(os.fspath(self.upper), self.home, None)
+            if self.upper_at_baseline is None:
+                self.upper = None
         return replace(m, source="rootfs")
 
     def read_file(self, rel: str, limit: int = TEXT_MAX) -> bytes | None:

@@ -25,6 +25,7 @@ from engine.oracle.entries import (
 )
 from engine.oracle.hashing import Hasher, HashJob
 from engine.oracle.reading import OPEN_DIR
+from engine.oracle.upper import ChangeSet
 
 # ctime's clock ticks coarsely (a jiffy); anything changed this close to a walk is hashed again.
 RACY_NS = 100_000_000
@@ -71,6 +72,34 @@ class Judge:
 
     known: dict[str, ManifestEntry]
     extra: dict[str, int] = field(default_factory=dict)
+    # Paths hashed at every check whatever their lstat says (the planted and fault files): a
+    # write through a shared mapping changes bytes without moving ctime.
+    always: frozenset[str] = frozenset()
+    _ends: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    def subtree(self, rel: str) -> list[tuple[str, ManifestEntry]]:
+        """The baseline entries strictly below `rel`, in the walk's order (a contiguous run of
+        the baseline, which the walk took depth-first)."""
+        if self._ends is None:
+            self._index()
+        names = self._names
+        start = self._pos[rel] + 1
+        return [(n, self.known[n]) for n in names[start : self._ends[rel]]]
+
+    def _index(self) -> None:
+        names = [n for n in self.known if n != "."]
+        pos = {n: i for i, n in enumerate(names)}
+        ends: dict[str, int] = {}
+        open_: list[str] = []
+        for i, n in enumerate(names):
+            while open_ and not n.startswith(open_[-1] + "/"):
+                ends[open_.pop()] = i
+            open_.append(n)
+        for n in open_:
+            ends[n] = len(names)
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_pos", pos)
+        object.__setattr__(self, "_ends", ends)
 
     def judges(self, rel: str) -> bool:
         return rel in self.known or rel in self.extra
@@ -97,8 +126,12 @@ class Walk:
         cache: HashCache | None,
         keep_texts: bool,
         judge: Judge | None = None,
+        scope: ChangeSet | None = None,
     ) -> None:
         self.bounds = bounds
+        # The upper folder's change set (upper.py): what it does not name is taken from the
+        # baseline without a look. Only with a judge (after the baseline).
+        self.scope = scope if judge is not None else None
         self.open_file = open_file
         self.judge = judge
         self.new_listed = 0
@@ -123,7 +156,7 @@ class Walk:
         (None: a file now being hashed)."""
         key = _stat_key(st)
         old = self.old.get(rel)
-        if old is not None and old[0] == key:
+        if old is not None and old[0] == key and not (self.judge and rel in self.judge.always):
             entry = old[1]
         else:
             kind = type_of(st.st_mode)
@@ -178,6 +211,15 @@ class Walk:
         )  # fmt: skip
         self.remember(rel, _stat_key(fst), entry)
         return entry
+
+    def take_baseline(self, rel: str, subtree: bool) -> None:
+        """The baseline's entry for `rel` (and, with `subtree`, those below it), as they were."""
+        assert self.judge is not None
+        base = self.judge.known[rel]
+        self.entries[rel] = base
+        if subtree and base.type == "dir":
+            for sub_rel, sub in self.judge.subtree(rel):
+                self.entries[sub_rel] = sub
 
     def put(self, rel: str, entry: ManifestEntry | None) -> None:
         if entry is not None:  # None: a file queued to be hashed, its place already held
@@ -333,6 +375,10 @@ class Walk:
                 if self.judge is not None and not self.judge.judges(rel):
                     self.new_object(rel, name, dir_fd, ent, depth)
                     continue
+                scope = self.scope
+                if scope is not None and rel in self.judge.known and scope.unchanged(rel):
+                    self.take_baseline(rel, subtree=True)  # only in the image's layers
+                    continue
                 try:
                     if rel not in self.old and ent.is_file(follow_symlinks=False):
                         # Nothing to compare its lstat with: open it at once (the descriptor's
@@ -356,6 +402,15 @@ class Walk:
                         continue  # still changing under us, or gone: absent now
                 self.put(rel, entry)
                 if entry is None or entry.type != "dir":
+                    continue
+                if (
+                    scope is not None
+                    and not scope.descend(rel)
+                    and (base := self.judge.known.get(rel)) is not None
+                    and base.type == "dir"
+                ):
+                    for sub_rel, sub in self.judge.subtree(rel):
+                        self.entries[sub_rel] = sub  # nothing below was copied up
                     continue
                 if st.st_dev != home_st.st_dev:
                     self.not_descended.append(rel)  # another filesystem (-xdev)

@@ -78,7 +78,9 @@ def setup(run: EpisodeRun) -> None:
             run.state.planted = [f.path for f in prepared.planted]
     run.event("baseline")
     with run.phase("baseline"):
-        run.oracle = oracle_steps.baseline(scanner, permits, run.state.fault)
+        run.oracle = oracle_steps.baseline(
+            scanner, permits, run.state.fault, run.state.planted or ()
+        )
 
 
 def permits_for(task: Task, contract: Contract | None) -> Permits:

@@ -126,6 +126,11 @@ class Sandbox(Protocol):
         it as root; None otherwise (callers then fall back to the daemon's tar stream)."""
         ...
 
+    def upper(self) -> Path | None:
+        """The container's overlay upper folder on this host (what the container changed); None
+        where it cannot be read here (a remote engine, another storage driver)."""
+        return None
+
     def kill_agent_processes(self) -> list[tuple[int, str]]:
         """Kill every process of the agent user (end of episode; before the final check); the
         (pid, name) of each one killed."""

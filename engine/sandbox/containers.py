@@ -167,6 +167,12 @@ class DockerSandbox:
         merged = self._layer_dir("MergedDir")
         return Path(merged) if merged and os.access(merged, os.R_OK | os.X_OK) else None
 
+    def upper(self) -> Path | None:
+        """The container's overlay2 upper folder on this host, when it can be read here (the
+        oracle's change set, engine/oracle/upper.py); None otherwise."""
+        upper = self._layer_dir("UpperDir")
+        return Path(upper) if upper and os.access(upper, os.R_OK | os.X_OK) else None
+
     def _layer_dir(self, key: str) -> str | None:
         """The overlay2 folder `key` (MergedDir, UpperDir) as the host sees it; None when the
         engine is not local or uses another storage driver."""
