@@ -71,7 +71,7 @@ def done_episodes(
         "e.prompt_name, e.fault_family, e.turns, e.calls, e.passed, e.complete, e.tests_passed, "
         "e.tests_total, e.reward, e.safe_success, e.collateral, e.fault_observed_call, "
         "e.fault_cleared, e.error_kind, e.end_reason, e.cost_usd, e.segments_total, "
-        "e.segments_passed, e.timings_json, e.outcome, e.forgeable "
+        "e.segments_passed, e.timings_json, e.outcome, e.forgeable, e.oracle_way "
         "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
         f"WHERE e.status = 'done' AND e.mode IN ({marks})"
     )

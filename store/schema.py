@@ -386,5 +386,12 @@ ALTER TABLE episodes ADD COLUMN forgeable_evidence TEXT;  -- the first file:line
 ALTER TABLE segment_runs ADD COLUMN forgeable INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS, V5_REALTASKS]
+V_ORACLE = """
+-- How the safety oracle took its checks after the baseline (engine/oracle/manifest.py `way`):
+-- upper (the overlay upper folder's change set), walk (the full walk of the merged folder) or
+-- tar (the daemon's tar stream); NULL for an episode without an oracle or from before.
+ALTER TABLE episodes ADD COLUMN oracle_way TEXT;
+"""
+
+MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS, V5_REALTASKS, V_ORACLE]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,6 +52,15 @@ class VerdictFacts:
     segments_total: int
     # The tests ran agent-written code where it could forge this grade (docs/realtasks.md).
     forgeable_by_agent: bool = False
+    oracle_way: str = ""  # how the safety oracle checked the home (episodes.oracle_way)
+
+
+# episodes.oracle_way in words (engine/oracle/manifest.py `way`).
+ORACLE_WAYS = {
+    "upper": "upper-layer change set (overlay)",
+    "walk": "full walk of the merged folder",
+    "tar": "full read of the daemon's tar stream",
+}
 
 
 def failure_lines(message: str, most: int = 3) -> list[str]:
@@ -119,6 +128,7 @@ def verdict_facts(
         ),
         segments_total=ep.segments_total,
         forgeable_by_agent=bool(ep.forgeable),
+        oracle_way=ep.oracle_way or "",
     )
 
 
@@ -152,6 +162,9 @@ def strip_text(facts: VerdictFacts) -> Text:
         where = f" at call {c.call_idx}" if c.call_idx is not None else " (final check)"
         call = f": {c.command}" if c.command else ""
         lines.append(_line("collateral", f"{c.kind} {c.path}{where}{call}", "bold red"))
+    if facts.oracle_way:
+        way = ORACLE_WAYS.get(facts.oracle_way, facts.oracle_way)
+        lines.append(_line("safety checks", way, "dim"))
     if facts.fault is not None:
         f = facts.fault
         if f.observed_call is not None:

@@ -1,14 +1,19 @@
 """`depthtui bench oracle`: the per-call safety check, beside what the reference harness does.
 
 For homes of 200 files / 4 MB and 2,000 files / 40 MB, in a real episode container:
-- check_ms: one per-call oracle check (incremental manifest from the merged overlay, diff against
-  the baseline, judgement) — median over the repetitions;
+- check_ms: one per-call oracle check the way episodes take it where the upper folder is
+  readable (the overlay upper folder's change set, engine/oracle/upper.py, then the diff against
+  the baseline and the judgement) — median over the repetitions; walk_check_ms: the same check
+  by the full walk of the merged folder (incremental), the way kept where no upper folder can
+  be read;
 - baseline_ms: the reference's way, measured in the same run on the same container: one
   `docker exec` running `find` (type, mode, owner, size, link target of everything) and
   `sha256sum` of every regular file;
 - tar_ms: our own fallback (the daemon's tar stream of the home, parsed and hashed), for scale;
-- full_ms: the full hash (every file read and hashed again, as at the baseline and the final
-  check), beside the same `find` + `sha256sum` (peer_full_ms: the peer always hashes in full);
+- full_ms: the final check's manifest by the upper way (every file the upper folder names hashed
+  afresh, every other baseline entry taken as it was); walk_full_ms: by the full walk (every
+  file read and hashed again); both beside the same `find` + `sha256sum` (peer_full_ms: the
+  peer always hashes in full);
 each with the home unchanged, and with 10 files rewritten by the agent before every check; then
 the 2,000-file home under a flood of new files (FLOOD small files the agent created). The
 repetitions of ours and the peer's alternate, so load from other processes falls on both.
@@ -17,6 +22,7 @@ repetitions of ours and the peer's alternate, so load from other processes falls
 from __future__ import annotations
 
 import io
+import os
 import statistics
 import sys
 import tarfile
@@ -34,7 +40,8 @@ REPEATS = 15
 FULL_REPEATS = 7
 FLOOD = 5000
 TARGETS = {0: 10.0, CHANGED: 3.0}
-FULL_TARGET = 10.0  # the full hash against the peer's find + sha256sum
+FLOOD_TARGET = 10.0  # the per-call check after the flood of new files
+FULL_TARGET = 20.0  # the final check's manifest (upper way) against the peer's find + sha256sum
 
 # What the reference harness runs per check (its manifest: type, mode, uid, size, path, target,
 # and the sha256 of every regular file), in one exec.
@@ -96,17 +103,31 @@ def _case(sandbox, files: int, total: int, progress: bool) -> list[dict]:
     scanner = ManifestScanner.for_sandbox(sandbox)
     if scanner.rootfs is None:
         raise RuntimeError("the container's merged folder is not readable here (remote engine?)")
+    if scanner.upper is None:
+        raise RuntimeError("the container's upper folder is not readable here")
     tar_scanner = ManifestScanner.for_sandbox(sandbox, force_tar=True)
-    full_scanner = ManifestScanner.for_sandbox(sandbox)
+    full_scanner = ManifestScanner.for_sandbox(sandbox, use_upper=False)
     oracle = Oracle.start(scanner, Permits())
-    oracle.after_call(0)  # first incremental walk fills the cache
+    walk_oracle = Oracle.start(ManifestScanner.for_sandbox(sandbox, use_upper=False), Permits())
+    oracle.after_call(0)
+    walk_oracle.after_call(0)  # first incremental walk fills the cache
     folders = max(1, files // 100)
     out = []
     call = [1]
 
     def check() -> None:
         oracle.after_call(call[0])
+
+    def walk_check() -> None:
+        walk_oracle.after_call(call[0])
         call[0] += 1
+
+    ways = {
+        "check": check,
+        "walk_check": walk_check,
+        "full": lambda: oracle.scanner.take(fresh=True),
+        "walk_full": lambda: full_scanner.take(fresh=True),
+    }
 
     for changed in (0, CHANGED):
         _say(progress, f"{files} files, {total >> 20} MB, {changed} changed per check")
@@ -128,7 +149,7 @@ def _case(sandbox, files: int, total: int, progress: bool) -> list[dict]:
                 "changed": changed,
                 "new_files": 0,
                 "target": TARGETS[changed],
-                **_figures(sandbox, change, check, full_scanner, tar_scanner),
+                **_figures(sandbox, change, ways, tar_scanner),
             }
         )
     if files == max(f for f, _ in HOMES):
@@ -145,44 +166,58 @@ def _case(sandbox, files: int, total: int, progress: bool) -> list[dict]:
                 "megabytes": total >> 20,
                 "changed": 0,
                 "new_files": FLOOD,
-                "target": TARGETS[CHANGED],
-                **_figures(sandbox, lambda rep: None, check, full_scanner, tar_scanner),
+                "target": FLOOD_TARGET,
+                **_figures(sandbox, lambda rep: None, ways, tar_scanner),
             }
         )
     return out
 
 
-def _figures(sandbox, change, check, full_scanner, tar_scanner) -> dict:
-    """Medians of the incremental check, the full hash, the peer's find + sha256sum and the tar
-    fallback, their repetitions alternated."""
-    checks, refs, fulls, tars = [], [], [], []
+def _figures(sandbox, change, ways: dict, tar_scanner) -> dict:
+    """Medians of the per-call check and the final check's manifest (each by the upper way and
+    the full walk), the peer's find + sha256sum and the tar fallback, their repetitions
+    alternated."""
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    refs, tars = [], []
     for rep in range(REPEATS):
         change(rep)
-        t0 = time.perf_counter()
-        check()
-        checks.append(time.perf_counter() - t0)
+        for name in ("check", "walk_check"):
+            t0 = time.perf_counter()
+            ways[name]()
+            samples[name].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         ref = sandbox.exec_root(["sh", "-c", REFERENCE_SCRIPT, "sh", sandbox.home])
         refs.append(time.perf_counter() - t0)
         if ref.exit_code != 0:
             raise RuntimeError(f"the reference check failed: {ref.output[-300:]!r}")
         if rep < FULL_REPEATS:
-            t0 = time.perf_counter()
-            full_scanner.take(fresh=True)
-            fulls.append(time.perf_counter() - t0)
+            for name in ("full", "walk_full"):
+                t0 = time.perf_counter()
+                ways[name]()
+                samples[name].append(time.perf_counter() - t0)
         if rep < 5:  # the tar fallback is slow; a few samples say enough
             t0 = time.perf_counter()
             tar_scanner.take()
             tars.append(time.perf_counter() - t0)
-    check_ms, baseline_ms, full_ms = _median_ms(checks), _median_ms(refs), _median_ms(fulls)
+    ms = {name: _median_ms(values) for name, values in samples.items()}
+    baseline_ms = _median_ms(refs)
+
+    def ratio(value: float) -> float | None:
+        return round(baseline_ms / value, 1) if value else None
+
     return {
-        "check_ms": check_ms,
+        "oracle_way": "upper",
+        "check_ms": ms["check"],
+        "walk_check_ms": ms["walk_check"],
         "baseline_ms": baseline_ms,
         "tar_ms": _median_ms(tars),
-        "speedup": round(baseline_ms / check_ms, 1) if check_ms else None,
-        "full_ms": full_ms,
+        "speedup": ratio(ms["check"]),
+        "walk_speedup": ratio(ms["walk_check"]),
+        "full_ms": ms["full"],
+        "walk_full_ms": ms["walk_full"],
         "peer_full_ms": baseline_ms,
-        "full_speedup": round(baseline_ms / full_ms, 1) if full_ms else None,
+        "full_speedup": ratio(ms["full"]),
+        "walk_full_speedup": ratio(ms["walk_full"]),
         "full_target": FULL_TARGET,
     }
 
@@ -200,6 +235,7 @@ def measure(progress: bool = True) -> dict:
         sandbox.close(remove_snapshots=True)
     return {
         "cases": cases,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],  # at the end of the run
         "repeats": REPEATS,
         "full_repeats": FULL_REPEATS,
         "met_targets": all(
@@ -215,16 +251,24 @@ def measure(progress: bool = True) -> dict:
 def render(result: dict):
     from rich.table import Table
 
-    table = Table(title="Safety-oracle check and full hash beside find + sha256sum (median ms)")
+    load = result.get("load_avg")
+    table = Table(
+        title="Safety-oracle check and final manifest, upper-layer way and full walk, beside "
+        f"find + sha256sum (median ms; load {load})"
+    )
     for col in (
         "files",
         "MB",
         "agent did",
         "check",
-        "full hash",
+        "walk check",
+        "final",
+        "walk final",
         "find+sha256sum",
         "check x",
-        "full x",
+        "walk x",
+        "final x",
+        "walk final x",
         "tar",
     ):
         table.add_column(col, justify="right")
@@ -240,10 +284,14 @@ def render(result: dict):
             str(c["megabytes"]),
             did,
             f"{c['check_ms']:.2f}",
+            f"{c['walk_check_ms']:.2f}",
             f"{c['full_ms']:.1f}",
+            f"{c['walk_full_ms']:.1f}",
             f"{c['baseline_ms']:.1f}",
             ratio(c["speedup"], c["target"]),
+            f"{c['walk_speedup']}x",
             ratio(c["full_speedup"], c["full_target"]),
+            f"{c['walk_full_speedup']}x",
             f"{c['tar_ms']:.1f}",
         )
     return table

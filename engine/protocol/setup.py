@@ -81,6 +81,8 @@ def setup(run: EpisodeRun) -> None:
         run.oracle = oracle_steps.baseline(
             scanner, permits, run.state.fault, run.state.planted or ()
         )
+    # Decided by the baseline (an upper folder it cannot read means the full walk).
+    run.rec.update_running(oracle_way=scanner.way)
 
 
 def permits_for(task: Task, contract: Contract | None) -> Permits:
