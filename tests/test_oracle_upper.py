@@ -281,3 +281,17 @@ def test_change_set_names_whiteouts_opaque_folders_and_copy_ups(overlay):
     assert "notes.txt" not in cs.paths and cs.unchanged("notes.txt")
     assert not cs.unchanged("docs/readme.md")
     assert not cs.descend("data")
+
+
+def test_the_verdict_strip_names_the_way_the_oracle_checked() -> None:
+    from depthtui.widgets.verdict_strip import VerdictFacts, strip_text
+
+    def facts(way: str) -> VerdictFacts:
+        return VerdictFacts(
+            "pass", "done", "", 1.0, None, None, None, "", "no stated cap", 1, 1, (), 1,
+            oracle_way=way,
+        )  # fmt: skip
+
+    assert "safety checks: upper-layer change set" in strip_text(facts("upper")).plain
+    assert "safety checks: full walk" in strip_text(facts("walk")).plain
+    assert "safety checks" not in strip_text(facts("")).plain
