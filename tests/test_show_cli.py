@@ -73,7 +73,7 @@ def test_show_prints_the_transcript_and_the_verdict(store: Path) -> None:
     assert "command not found" in out and "exit 127" in out and "exit 0" in out
     assert "\x1b" not in out and "\x07" not in out and "␛]0;pwned␇ done" in out
     # The malformed call is shown as the harness judged it.
-    assert "[format error]" in out
+    assert "[format error]" in out and "not run: " in out
     # The oracle saw the report written; the tests and the verdict close the transcript.
     assert "/home/user/reports/error_count.txt (permitted)" in out
     sql = "SELECT nodeid, outcome FROM test_results WHERE episode_id = ?"
@@ -96,10 +96,12 @@ def test_show_json_holds_every_reply_call_event_and_test(store: Path) -> None:
     turns = doc["turns"]
     stored = rows(store, "SELECT idx, format_error FROM turns WHERE episode_id = ?", (ep["id"],))
     assert [t["idx"] for t in turns] == [r["idx"] for r in stored]
-    assert turns[0]["format_error"] and turns[0]["calls"] == []
-    commands = [c["command"] for t in turns for c in t["calls"]]
+    # The malformed call is kept, never run, with what the model was told about it.
+    assert turns[0]["format_error"] and [c["exit_code"] for c in turns[0]["calls"]] == [None]
+    assert "not valid JSON" in turns[0]["calls"][0]["observation"]
+    commands = [c["command"] for t in turns[1:] for c in t["calls"]]
     assert commands == [f"ls -la {LOG}", "no-such-tool --x", TITLE, SOLVE]
-    codes = [c["exit_code"] for t in turns for c in t["calls"]]
+    codes = [c["exit_code"] for t in turns[1:] for c in t["calls"]]
     assert codes == [0, 127, 0, 0]
     events = [e for t in turns for c in t["calls"] for e in c["events"]]
     assert any(e["path"] == "/home/user/reports/error_count.txt" for e in events)

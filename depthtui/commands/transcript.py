@@ -325,8 +325,9 @@ def _turn(t: dict[str, Any]) -> list[Text]:
         out.append(Text(f"[format error] {t['format_error']}", style="red"))
     for c in t["calls"]:
         out.append(Text(f"$ {c['command']}", style="bold"))
-        if c["not_run"]:
-            out.append(Text(f"  not run: {c['observation']}", style="yellow"))
+        # Refused (the budget was spent) or never run (a malformed call): what the model was told.
+        if c["not_run"] or (c["exit_code"] is None and not c["timed_out"]):
+            out.append(Text(f"  not run: {_clip(c['observation'], 4)}", style="yellow"))
             continue
         output = c["output_head"] + (
             f"\n[... {c['output_bytes']} bytes in all ...]\n{c['output_tail']}"
