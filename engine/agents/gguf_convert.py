@@ -12,6 +12,7 @@ built from the same config, and that one is saved.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,11 @@ def convert(gguf: Path, out: Path) -> None:
     say(f"writing {tmp}")
     fresh.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
+    # The config remembers it came from GGUF (quant_method "gguf"); the weights are plain now,
+    # and vLLM refuses a folder whose config names a quantization it cannot load.
+    config = json.loads((tmp / "config.json").read_text())
+    config.pop("quantization_config", None)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tmp.rename(out)
     say(f"done in {time.monotonic() - started:.0f} s: {out}")
 
