@@ -26,6 +26,9 @@ class TurnMark:
     format_error: bool
     collateral: bool
     fault_observed: bool
+    # Timed out or not run: what went wrong beyond a command's own non-zero exit.
+    broken_calls: int = 0
+    first_command: str = ""  # the label of a turn with no words, only tool calls
 
 
 def turn_marks(conn: sqlite3.Connection, episode_id: int, after: int = 0) -> list[TurnMark]:
@@ -48,7 +51,11 @@ def turn_marks(conn: sqlite3.Connection, episode_id: int, after: int = 0) -> lis
         r[0]: r[1:]
         for r in conn.execute(
             "SELECT turn_idx, count(*), min(idx), max(idx), "
-            "sum(coalesce(exit_code, 0) != 0 OR timed_out = 1 OR not_run = 1) "
+            "sum(coalesce(exit_code, 0) != 0 OR timed_out = 1 OR not_run = 1), "
+            "sum(timed_out = 1 OR not_run = 1), "
+            "(SELECT substr(c2.command, 1, 120) FROM calls c2 "
+            "WHERE c2.episode_id = calls.episode_id AND c2.turn_idx = calls.turn_idx "
+            "ORDER BY c2.idx LIMIT 1) "
             "FROM calls WHERE episode_id = ? AND turn_idx > ? GROUP BY turn_idx",
             (episode_id, after),
         )
@@ -59,7 +66,7 @@ def turn_marks(conn: sqlite3.Connection, episode_id: int, after: int = 0) -> lis
         "WHERE episode_id = ? AND idx > ? ORDER BY idx",
         (episode_id, after),
     ):
-        n, first, last, failed = calls.get(idx, (0, None, None, 0))
+        n, first, last, failed, broken, command = calls.get(idx, (0, None, None, 0, 0, ""))
 
         def in_turn(call: int, first: int | None = first, last: int | None = last) -> bool:
             return first is not None and last is not None and first <= call <= last
@@ -76,6 +83,8 @@ def turn_marks(conn: sqlite3.Connection, episode_id: int, after: int = 0) -> lis
                 format_error=bool(fmt),
                 collateral=any(in_turn(c) for c in collateral_calls),
                 fault_observed=fault_call is not None and in_turn(fault_call),
+                broken_calls=broken or 0,
+                first_command=(command or "").split("\n", 1)[0],
             )
         )
     return marks

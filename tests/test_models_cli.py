@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from depthtui.commands import models
-from devtools.scripted_server import ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedServer, calls, slow, text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,3 +127,62 @@ def test_check_unknown_name_and_builtin(cli, tmp_path):
     assert result.exit_code == 1 and "unknown model or agent 'nope'" in flat(result.output)
     result = cli("models", "check", "oracle", "--models", str(path))
     assert result.exit_code == 1 and "built-in agent" in flat(result.output)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on return: nothing listens there
+
+
+def test_check_shows_what_the_model_said(cli, tmp_path):
+    words = "I will run it now.\n[bold]not markup[/bold]\nline 3\nline 4\nline 5\nline 6"
+    with ScriptedServer([calls("echo ok", content=words)]) as server:
+        path = _models_file(tmp_path, server.base_url, server.model)
+        result = cli("models", "check", "local", "--models", str(path))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "it said:" in out and "[bold]not markup[/bold]" in out and "line 5" in out
+    assert "line 6" not in out  # the first lines only
+    assert "$ echo ok" in out
+
+
+def test_check_tells_a_slow_server_from_a_dead_one(cli, tmp_path):
+    # Slow: the server accepts the connection but answers after the timeout.
+    with ScriptedServer([slow(4, calls("echo ok"))]) as server:
+        path = _models_file(tmp_path, server.base_url, server.model)
+        result = cli("models", "check", "local", "--models", str(path), "--timeout", "1", "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1 and not doc["ok"] and doc["state"] == "slow"
+    assert "accepts connections but gave no reply within 1 s" in doc["detail"]
+    assert "--timeout" in doc["detail"]
+    # Dead: nothing listens on the port, on every try.
+    port = _closed_port()
+    path = _models_file(tmp_path, f"http://127.0.0.1:{port}/v1", "m")
+    result = cli("models", "check", "local", "--models", str(path), "--tries", "2")
+    assert result.exit_code == 1
+    text_ = flat(result.output)
+    assert f"dead: nothing listens on 127.0.0.1:{port}" in text_ and "(all 2 tries)" in text_
+
+
+def test_check_tries_again_after_a_slow_reply_and_a_longer_timeout_waits(cli, tmp_path):
+    with ScriptedServer([slow(4, calls("echo slow")), calls("echo ok")]) as server:
+        path = _models_file(tmp_path, server.base_url, server.model)
+        result = cli(
+            "models", "check", "local", "--models", str(path), "--timeout", "1", "--tries", "3",
+            "--json",
+        )  # fmt: skip
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and doc["ok"], result.output
+    assert [t["state"] for t in doc["tries"]] == ["slow", "ok"]  # stopped at the first answer
+    assert doc["commands"] == ["echo ok"] and "on try 2 of 3" in doc["detail"]
+    # The default 60 s would wait; so does a --timeout longer than the model's request timeout.
+    tmp_models = tmp_path / "short.toml"
+    with ScriptedServer([slow(2, calls("echo late"))]) as server:
+        tmp_models.write_text(
+            f'[models.local]\nbase_url = "{server.base_url}"\nmodel = "{server.model}"\n'
+            "request_timeout_s = 1\n"
+        )
+        result = cli("models", "check", "local", "--models", str(tmp_models), "--timeout", "10")
+    assert result.exit_code == 0, result.output
+    assert "$ echo late" in result.stdout

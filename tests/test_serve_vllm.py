@@ -69,7 +69,7 @@ def test_command_line_with_lora_adapters(tmp_path: Path):
         "--served-model-name", "qwen3-8b",
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--reasoning-parser", "qwen3",
-        "--max-model-len", "32768", "--seed", "7",
+        "--max-model-len", "32768", "--seed", "7", "--enable-prompt-tokens-details",
         "--enable-lora", "--max-lora-rank", "32", "--max-loras", "2",
         "--lora-modules", f"sql={sql}", f"shell={shell}",
     ]  # fmt: skip
@@ -259,7 +259,8 @@ def test_a_dead_engine_is_shown_from_its_first_error_line(tmp_path: Path):
     assert "See root cause above" in text  # the end stays too
     # The command was printed on one line, ready to copy.
     [line] = [ln for ln in result.stdout.splitlines() if ln.startswith("starting: ")]
-    assert line.endswith("--reasoning-parser qwen3") and "serve Qwen/Qwen3-8B" in line
+    assert line.endswith("--reasoning-parser qwen3 --enable-prompt-tokens-details")
+    assert "serve Qwen/Qwen3-8B" in line
 
 
 def test_log_excerpt_without_errors_is_the_tail():

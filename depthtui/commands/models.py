@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from depthtui.commands.common import JsonOption, console, err_console, fail, print_json
@@ -87,9 +88,24 @@ def list_models(models: ModelsOption = None, json_out: JsonOption = False) -> No
 def check(
     name: Annotated[str, typer.Argument(help="The model's name in the registry.")],
     models: ModelsOption = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            help="Seconds one try may wait for the reply (a CPU-served model can take minutes).",
+        ),
+    ] = 60.0,
+    tries: Annotated[
+        int,
+        typer.Option(
+            "--tries", min=1, help="Tries before giving up; the check stops at the first answer."
+        ),
+    ] = 1,
     json_out: JsonOption = False,
 ) -> None:
-    """Send one real request to the model's endpoint and say whether it works."""
+    """Send one real request to the model's endpoint, show what it answered, and say whether it
+    works (and, when it does not, whether the server is slow or not there at all)."""
     from engine.agents.model_check import check_model
     from engine.agents.registry import RegistryError
 
@@ -100,15 +116,22 @@ def check(
         fail(str(exc))
     if cfg.builtin:
         fail(f"'{name}' is a built-in agent; there is no endpoint to check")
-    result = check_model(cfg)
+    result = check_model(cfg, timeout_s=timeout, tries=tries)
     if json_out:
         print_json(
             {
                 "name": name,
                 "ok": result.ok,
+                "state": result.state,
                 "detail": result.detail,
                 "latency_ms": round(result.latency_ms, 1),
                 "issued_command": result.tool_call,
+                "commands": list(result.commands),
+                "reply": result.text,
+                "tries": [
+                    {"state": t.state, "detail": t.detail, "latency_ms": round(t.latency_ms, 1)}
+                    for t in result.tries
+                ],
             }
         )
         if not result.ok:
@@ -117,10 +140,18 @@ def check(
     if not result.ok:
         fail(result.detail)
     console.print(
-        f"[green]ok[/]: {name} ({cfg.model} at {cfg.base_url}) answered in "
-        f"{result.latency_ms:.0f} ms; {result.detail}",
+        f"[green]ok[/]: {escape(name)} ({escape(cfg.model)} at {escape(cfg.base_url)}) answered "
+        f"in {result.latency_ms:.0f} ms; {escape(result.detail)}",
         highlight=False,
     )
+    # What the model said, as plain text: its words may look like markup.
+    lines = result.reply_lines()
+    if lines:
+        console.print("it said:", highlight=False)
+        for line in lines:
+            console.print(f"  {line}", highlight=False, markup=False)
+    for command in result.commands:
+        console.print(f"  $ {command}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

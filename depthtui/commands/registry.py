@@ -20,6 +20,7 @@ GROUPS = [
     "depthtui.commands.exports",
     "depthtui.commands.doctor",
     "depthtui.commands.sandbox",
+    "depthtui.commands.transcript",
 ]
 
 

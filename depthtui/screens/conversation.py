@@ -17,10 +17,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Header, Static
 
 from depthtui.widgets.sanitize import safe_text
+from depthtui.widgets.turn_view import FORMAT_NOTE
 from store import views
 
 SHOWN_CHARS = 20_000  # of one message; the rest is counted
@@ -51,6 +53,9 @@ def _message(raw: dict, turn: int | None, segment_of: dict[str, int]) -> Message
         text += f"\n→ {fn.get('name', 'tool')}({fn.get('arguments', '')})"
     if role == "system":
         what = "system prompt"
+    elif text.lstrip().startswith(FORMAT_NOTE.strip()) and role in ("user", "tool"):
+        # The harness telling the model its reply was malformed: not the task's words.
+        what = "format error (from the harness)"
     elif role == "user":
         seg = segment_of.get(text)
         what = "task message" + (f", segment {seg + 1}" if seg is not None else "")
@@ -107,8 +112,10 @@ def messages_of(rows: views.ConversationRows) -> tuple[list[Message], bool]:
 
 
 def _title(i: int, m: Message) -> str:
+    """A message's folded line. Escaped: Collapsible reads its title as markup, which ate a
+    "[format error]" prefix (and would style any bracketed words a model wrote)."""
     first = " ".join(m.text.split())[:PREVIEW_CHARS]
-    return f"{i:>3} {m.role} · {m.what} · {len(m.text):,} chars · {first}"
+    return escape(f"{i:>3} {m.role} · {m.what} · {len(m.text):,} chars · {first}")
 
 
 class ConversationScreen(Screen[None]):

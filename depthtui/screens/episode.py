@@ -28,11 +28,13 @@ TURN_LIST_WIDTH = 40
 PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
 MARK_COLLATERAL = ("■", "bold red")
 MARK_FAULT = ("◆", "bold yellow")
-MARK_ERROR = ("!", "bold magenta")
+MARK_ERROR = ("!", "bold magenta")  # a malformed reply, a call timed out or not run
+MARK_FAILED = ("×", "red")  # only a command's own non-zero exit (127: not found, ...)
 MARK_HIT = ("•", "bold cyan")
 LEGEND = Text.assemble(
     MARK_COLLATERAL, (" collateral  ", "dim"), MARK_FAULT, (" fault met  ", "dim"),
-    MARK_ERROR, (" error  ", "dim"), MARK_HIT, (" search hit", "dim"),
+    MARK_ERROR, (" error  ", "dim"), MARK_FAILED, (" exit≠0  ", "dim"),
+    MARK_HIT, (" search hit", "dim"),
 )  # fmt: skip
 
 
@@ -41,15 +43,28 @@ def turn_prompt(mark: views.TurnMark, hit: bool, preview: int = PREVIEW_CHARS) -
     flags = (
         (mark.collateral, MARK_COLLATERAL),
         (mark.fault_observed, MARK_FAULT),
-        (mark.format_error or mark.failed_calls > 0, MARK_ERROR),
         (hit, MARK_HIT),
     )
-    for on_, (glyph, style) in flags:
+    # One column for what went wrong: the harness's error mark outranks a failed command.
+    if mark.format_error or mark.broken_calls > 0:
+        problem: tuple[str, str] | None = MARK_ERROR
+    elif mark.failed_calls > 0:
+        problem = MARK_FAILED
+    else:
+        problem = None
+    for i, (on_, (glyph, style)) in enumerate(flags):
+        if i == 2:
+            text.append(problem[0] if problem else " ", style=problem[1] if problem else "")
         text.append(glyph if on_ else " ", style=style)
     text.append(" ")
     if mark.segment_idx:  # multi-segment episodes: where each later segment's turns are
         text.append(f"§{mark.segment_idx + 1} ", style="cyan")
-    text.append_text(safe_text(mark.preview, preview))
+    if mark.preview.strip():
+        text.append_text(safe_text(mark.preview, preview))
+    elif mark.first_command:  # a reply of tool calls only: its first command is its label
+        text.append_text(safe_text(f"$ {mark.first_command}", preview, "dim"))
+    elif mark.format_error:
+        text.append("[format error]", style="magenta")
     return text
 
 

@@ -26,9 +26,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.agents.registry import ModelConfig
+from engine.agents.registry import ModelConfig, Sampling
 
 ENV_VAR = "DEPTHTUI_VLLM"
+# The sampling `serve --register` writes unless told otherwise (docs/serve.md): a temperature
+# above 0 so independent attempts are different samples (each sends its own seed, derived from
+# the base seed), and a reply cap so a rambling model cannot generate to the context limit.
+DEFAULT_TEMPERATURE = 0.7
+DEFAULT_TOP_P = 0.95
+DEFAULT_MAX_TOKENS = 2048
+DEFAULT_SAMPLING_SEED = 0
 DEFAULT_LORA_RANK = 64
 # A log line where vLLM's trouble starts: its ERROR records and a Python traceback. The excerpt
 # of a dead server starts at the first one (the root cause comes long before the last line,
@@ -81,6 +88,27 @@ class ServeOptions:
     loras: tuple[tuple[str, str], ...] = ()  # (served name, adapter folder)
     max_lora_rank: int | None = None  # None = the largest `r` in the adapters' configs
     extra_args: tuple[str, ...] = ()
+    # The registered entry's sampling block (None = the documented default above).
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    chat_template: str | None = None  # vLLM's --chat-template (None = the model's own)
+    dtype: str | None = None  # vLLM's --dtype
+    enforce_eager: bool = False  # skip torch.compile and CUDA graphs (docs/serve.md: CPU)
+    env: tuple[tuple[str, str], ...] = ()  # set for vLLM (the CPU build's settings)
+
+    def sampling(self) -> Sampling:
+        """The sampling the registered entries send: the flags, else the defaults; the base
+        seed is vLLM's --seed when given."""
+        max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
+        if self.max_tokens is None and self.max_model_len is not None:
+            max_tokens = min(max_tokens, max(self.max_model_len // 2, 1))
+        return Sampling(
+            temperature=DEFAULT_TEMPERATURE if self.temperature is None else self.temperature,
+            top_p=DEFAULT_TOP_P if self.top_p is None else self.top_p,
+            seed=DEFAULT_SAMPLING_SEED if self.seed is None else self.seed,
+            max_tokens=max_tokens,
+        )
 
     @property
     def served_name(self) -> str:
@@ -173,10 +201,19 @@ def vllm_command(opts: ServeOptions, vllm_bin: list[str]) -> list[str]:
     )
     if reasoning and reasoning != "none":
         cmd += ["--reasoning-parser", reasoning]
+    if opts.chat_template is not None:
+        cmd += ["--chat-template", opts.chat_template]
+    if opts.dtype is not None:
+        cmd += ["--dtype", opts.dtype]
+    if opts.enforce_eager:
+        cmd += ["--enforce-eager"]
     if opts.max_model_len is not None:
         cmd += ["--max-model-len", str(opts.max_model_len)]
     if opts.seed is not None:
         cmd += ["--seed", str(opts.seed)]
+    # Without it vLLM's usage has no prompt_tokens_details, so prefix-cache hits (cached
+    # tokens) are never counted.
+    cmd += ["--enable-prompt-tokens-details"]
     if opts.loras:
         rank = opts.max_lora_rank or lora_rank(opts.loras)
         cmd += ["--enable-lora", "--max-lora-rank", str(rank), "--max-loras", str(len(opts.loras))]
@@ -248,6 +285,7 @@ def registry_entries(opts: ServeOptions, name: str) -> list[ModelConfig]:
         action_format=fmt,
         description=desc,
         max_total_tokens=opts.max_model_len,
+        sampling=opts.sampling(),
     )
     out = [base]
     for lora, path in opts.loras:
@@ -259,6 +297,7 @@ def registry_entries(opts: ServeOptions, name: str) -> list[ModelConfig]:
                 action_format=fmt,
                 description=f"{desc} with the LoRA adapter {path}",
                 max_total_tokens=opts.max_model_len,
+                sampling=opts.sampling(),
             )
         )
     return out
@@ -279,6 +318,7 @@ class VllmServer:
         try:
             self.proc = subprocess.Popen(
                 self.argv,
+                env={**os.environ, **dict(self.opts.env)},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -340,6 +380,17 @@ class VllmServer:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+    def last_line(self, limit: int = 100) -> str:
+        """The log's last non-empty line (shown while waiting), at most `limit` characters."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(f.seek(0, 2) - 4096, 0))
+                lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        last = lines[-1].strip() if lines else ""
+        return last if len(last) <= limit else last[: limit - 3] + "..."
 
     def log_excerpt(self) -> str:
         """What to show of a dead server's log (log_excerpt below)."""
