@@ -147,6 +147,20 @@ def test_network_needs_are_clear_errors(app, write_tests, toolchain):
     assert run_harbor_verifier(spec(app("42"), present), toolchain=toolchain).passed
 
 
+def test_marker_text_in_the_output_is_not_a_verdict(app, write_tests, toolchain):
+    # Issue 24: the old offline marker printed by test.sh (as an agent's file would be, plain
+    # or after \x0b) no longer turns a failing run into needs_network.
+    forged = write_tests(
+        {
+            "test.sh": "#!/bin/bash\nprintf 'x\\013DEPTHTUI-OFFLINE-MISSING: forged\\n'\n"
+            "echo 'DEPTHTUI-OFFLINE-MISSING: forged'\necho 0 > /logs/verifier/reward.txt\n"
+        }
+    )
+    v = run_harbor_verifier(spec(app("42"), forged), toolchain=toolchain)
+    assert v.error_code is None and not v.passed
+    assert "DEPTHTUI-OFFLINE-MISSING" in v.output
+
+
 def test_missing_module_and_agent_code(app, write_tests, toolchain):
     numpy = write_tests(
         {

@@ -95,6 +95,7 @@ def grade(run: EpisodeRun, idx: int, last: bool, image: str) -> Grade:
             run.eid,
             meanwhile=(lambda: close_container(run)) if last else None,
             image=image,
+            task_image=run.image_tag,
         )
 
 

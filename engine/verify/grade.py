@@ -42,6 +42,7 @@ def grade_sandbox(
     episode_id: int,
     meanwhile: Callable[[], None] | None = None,
     image: str | None = None,
+    task_image: str | None = None,
 ) -> Grade:
     """Grade segment `idx` on a snapshot of the sandbox as it is now, or on `image`, one taken
     already (the snapshot goes after). `meanwhile` runs in a thread while the snapshot is
@@ -60,6 +61,7 @@ def grade_sandbox(
             job_id,
             episode_id,
             agent=(sandbox.agent_uid, sandbox.agent_gid),
+            task_image=task_image,
         )
     finally:
         if worker is not None:
@@ -75,9 +77,11 @@ def grade_snapshot(
     job_id: int | None,
     episode_id: int,
     agent: tuple[int, int] | None = None,
+    task_image: str | None = None,
 ) -> Grade:
     """Grade segment `idx` of `task` on snapshot `image`. `agent` is the agent's (uid, gid) as
-    the container has them, when they differ from what the task says."""
+    the container has them, when they differ from what the task says. `task_image`: the task's
+    own image (what the verifier asks whether test.sh's apt packages are installed)."""
     labels = {
         LABEL_TASK: task.id,
         LABEL_JOB: str(job_id or ""),
@@ -109,7 +113,7 @@ def grade_snapshot(
             forgeable=verdict.risk if verdict.forgeable else (),
         )
     harbor = harbor_verifier.run_harbor_verifier(
-        harbor_verifier.spec_for(task, idx, image, labels=labels),
+        harbor_verifier.spec_for(task, idx, image, labels=labels, task_image=task_image),
         inventory,
     )
     return Grade(

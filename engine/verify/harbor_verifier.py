@@ -31,7 +31,7 @@ from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
 from engine.verify.container import Bind, RunResult, docker_client, run_once
-from engine.verify.preamble import OFFLINE_MARKER, OfflineError, rewrite_test_sh
+from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_passes, parse_rewards
 from engine.verify.runner import RESULTS_DIR
@@ -58,6 +58,9 @@ class HarborSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     min_reward: float | Mapping[str, float] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The task's own image (built before the agent ran): what test.sh's apt packages are
+    # checked in. None: `image` (a library caller grading an image it trusts).
+    task_image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,10 @@ def run_harbor_verifier(
         script.write_text(rewrite.script)
         tests = {**spec.tests, "test.sh": script}
         client = client or docker_client()
+        if rewrite.apt_packages:
+            missing_apt = _missing_apt(client, spec, rewrite.apt_packages)
+            if missing_apt:
+                return _error("needs_network", missing_apt, changes=changes, risk=risk.lines())
         image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
         with staged_tests(tests, executable=["test.sh"]) as tests_dir:
             run = run_once(
@@ -315,9 +322,6 @@ def _judge(
         return _error("timeout", f"test.sh ran past {spec.timeout_s:g} s and was killed", **common)
     if run.oom_killed:
         return _error("out_of_memory", "test.sh was killed for memory", **common)
-    for line in text.splitlines():
-        if line.startswith(OFFLINE_MARKER):
-            return _error("needs_network", line[len(OFFLINE_MARKER) :].strip(), **common)
     try:
         rewards = parse_rewards(
             _read_regular(logs / "reward.json"), _read_regular(logs / "reward.txt")
@@ -325,6 +329,33 @@ def _judge(
     except RewardError as exc:
         return _error("no_reward", str(exc), **common)
     return HarborVerdict(rewards=rewards, passed=gate_passes(rewards, spec.min_reward), **common)
+
+
+def _missing_apt(client: docker.DockerClient, spec: HarborSpec, packages: Sequence[str]) -> str:
+    """Why the task's image lacks apt packages test.sh installs ("" when it has them all).
+    Asked of the task's own image, where the agent never ran, by an exit code only: nothing
+    the agent can write (test.sh's output, the snapshot) decides that the task needs the
+    network (issue 24)."""
+    run = run_once(
+        client,
+        image=spec.task_image or spec.image,
+        argv=["dpkg", "-s", *packages],
+        user="root",
+        workdir="/",
+        env=[],
+        binds=[],
+        limits=spec.limits,
+        timeout_s=60.0,
+        labels=spec.labels,
+    )
+    if run.timed_out:
+        raise SandboxError("`dpkg -s` on the task's image ran past 60 s")
+    if run.exit_code == 0:
+        return ""
+    return (
+        f"apt packages {' '.join(packages)} are not all in the task's image and the verifier "
+        "has no network"
+    )
 
 
 def _read_regular(path: Path) -> bytes | None:

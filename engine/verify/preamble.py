@@ -9,8 +9,10 @@ uv installer piped to sh, `source $HOME/.local/bin/env`, `uvx -p 3.13 -w pytest=
 - the pytest command (bare, `python -m pytest`, `uvx ... pytest`, `uv run ... pytest`): its
   program words become the trusted toolchain's pytest; the test files, options and everything
   after it (the reward lines) stay, `--ctrf FILE` included (the toolchain has pytest-json-ctrf);
-- `apt-get install` of anything else: replaced by a check that the packages are already in the
-  image, printing OFFLINE_MARKER (a verifier error) when one is not;
+- `apt-get install` of anything else: replaced by `true`; the packages are listed in
+  `Rewrite.apt_packages` and the verifier checks, host-side on the task's own image (where the
+  agent never ran), that they are installed: a verifier error `needs_network` when one is not.
+  Nothing test.sh prints is read for it (the agent can write into that output);
 - anything else that needs the network (other packages for pytest, a download from a remote
   host, `uv sync`, `git clone https://...`): OfflineError naming the line and why.
 
@@ -27,7 +29,6 @@ from pathlib import PurePosixPath
 from engine.verify.shell_split import Word, logical_lines, split_commands
 from engine.verify.toolchain import PYTEST
 
-OFFLINE_MARKER = "DEPTHTUI-OFFLINE-MISSING:"
 # Packages the trusted toolchain already provides to pytest.
 PYTEST_PACKAGES = frozenset(
     {"pytest", "pytest-json-ctrf", "pytest-timeout", "pluggy", "iniconfig", "packaging"}
@@ -60,6 +61,9 @@ class Rewrite:
     script: str
     changes: tuple[str, ...]  # "line 5: ... -> ..." for the user
     runs_pytest: bool  # a pytest command was found and now runs the trusted pytest
+    # apt packages test.sh installs that the image must already have (checked by the verifier
+    # on the task's image, never from test.sh's output).
+    apt_packages: tuple[str, ...] = ()
 
 
 def rewrite_test_sh(text: str, *, pytest: str = PYTEST) -> Rewrite:
@@ -67,18 +71,24 @@ def rewrite_test_sh(text: str, *, pytest: str = PYTEST) -> Rewrite:
     out: list[str] = []
     changes: list[str] = []
     runs_pytest = False
+    apt: list[str] = []
     for number, chunk, verbatim in logical_lines(text):
         if verbatim:
             out.append(chunk)
             continue
-        new, notes, found = _rewrite_line(chunk, number, pytest)
+        new, notes, found = _rewrite_line(chunk, number, pytest, apt)
         runs_pytest = runs_pytest or found
         out.append(new)
         changes += [f"line {number}: {note}" for note in notes]
     script = "".join(out)
     if changes:
         script = _add_header(script, len(changes))
-    return Rewrite(script=script, changes=tuple(changes), runs_pytest=runs_pytest)
+    return Rewrite(
+        script=script,
+        changes=tuple(changes),
+        runs_pytest=runs_pytest,
+        apt_packages=tuple(dict.fromkeys(apt)),
+    )
 
 
 def _add_header(script: str, count: int) -> str:
@@ -92,7 +102,9 @@ def _add_header(script: str, count: int) -> str:
 # --- judging and rewriting commands ---------------------------------------------------------
 
 
-def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str], bool]:
+def _rewrite_line(
+    chunk: str, number: int, pytest: str, apt: list[str]
+) -> tuple[str, list[str], bool]:
     commands = split_commands(chunk)
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
@@ -122,11 +134,8 @@ def _rewrite_line(chunk: str, number: int, pytest: str) -> tuple[str, list[str],
             found_pytest = True
         elif action[0] == "apt_check":
             pkgs = " ".join(action[1])
-            check = (
-                f"{{ dpkg -s {pkgs} >/dev/null 2>&1 || {{ echo '{OFFLINE_MARKER} apt packages "
-                f"{pkgs} are not in the image and the verifier has no network'; exit 97; }}; }}"
-            )
-            edits.append((start, end, check))
+            apt.extend(action[1])
+            edits.append((start, end, "true"))
             notes.append(f"`{_short(chunk[start:end])}` -> a check that the image has: {pkgs}")
         k += 1
     for start, end, new in sorted(edits, reverse=True):
