@@ -56,3 +56,43 @@ def test_every_passing_run_names_the_mutation_and_file(tmp_path: Path) -> None:
     assert sorted(items) == [a, b]
     assert items[a].reasons == (f"the tests accept m3 (bump_first_digit) in {out}",)
     store.close()
+
+
+def test_triage_list_prints_the_queue_from_the_command_line(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    db = tmp_path / "t.db"
+    store = Store(db)
+    out = "/home/user/out.txt"
+    _contract(
+        store,
+        "t/lines",
+        {out: {"ok": False, "failed": {}, "accepted": ["drop_last_line", "bump_first_digit"]}},
+        [triage.FLAG_GRADER_ACCEPTS],
+    )
+    a = _episode(store, "a", "t/lines", "pass")
+    store.close()
+    root = Path(__file__).resolve().parents[1]
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "depthtui", "triage", "list", *args, "--db", str(db)],
+            capture_output=True, text=True, cwd=root, timeout=120,
+        )  # fmt: skip
+
+    done = cli("--queue", "false_positive", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["episode_id"] for r in rows] == [a]
+    assert rows[0]["reasons"] == [
+        f"the tests accept m2 (drop_last_line) in {out}",
+        f"the tests accept m3 (bump_first_digit) in {out}",
+    ]
+    only = json.loads(cli("--queue", "false_positive", "--reason", "m3", "--json").stdout)
+    assert len(only) == 1 and only[0]["episode_id"] == a
+    assert json.loads(cli("--reason", "differential", "--json").stdout) == []
+    assert "m2 (drop_last_line)" in cli().stdout
+    bad = cli("--queue", "nope")
+    assert bad.returncode != 0 and "'nope'" in bad.stderr + bad.stdout
