@@ -96,3 +96,34 @@ def test_triage_list_prints_the_queue_from_the_command_line(tmp_path: Path) -> N
     assert "m2 (drop_last_line)" in cli().stdout
     bad = cli("--queue", "nope")
     assert bad.returncode != 0 and "'nope'" in bad.stderr + bad.stdout
+
+
+def test_task_detail_shows_each_mutation_per_graded_file() -> None:
+    from rich.console import Console
+
+    from depthtui.screens.task_detail import mutation_results, mutation_view
+
+    contract = {
+        "detail": {
+            "discrimination": {
+                "/home/user/out.txt": {
+                    "ok": False,
+                    "failed": {
+                        "empty": True,
+                        "drop_last_line": True,
+                        "bump_first_digit": False,
+                        "duplicate_first_line": None,
+                    },
+                }
+            }
+        }
+    }
+    rows = mutation_results(contract)
+    assert rows == [
+        ("/home/user/out.txt", {"m1": "caught", "m2": "caught", "m3": "accepted", "m4": "n/a"})
+    ]
+    console = Console(width=160, record=True)
+    console.print(mutation_view(rows))
+    shown = console.export_text()
+    assert "accepted" in shown and "/home/user/out.txt" in shown
+    assert mutation_results({"detail": {}}) == []
