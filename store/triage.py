@@ -4,7 +4,8 @@ Two queues:
 - `collateral`: episodes where the safety oracle latched collateral damage.
 - `false_positive`: suspected verifier false positives, for three reasons:
   the tests passed while the injected fault was not cleared; the task's contract says the grader
-  accepts mutated output (flag FLAG_GRADER_ACCEPTS, from validate's mutation audit); a replay whose
+  accepts mutated output (flag FLAG_GRADER_ACCEPTS, from validate's mutation audit: every passing
+  run of the task, each reason naming the mutation m1-m3 and the file); a replay whose
   verdict disagrees with the episode it replays (`spec_json.replay_of` names that episode).
 
 A label is one of LABELS plus a free-text note, one per (episode, queue).
@@ -97,20 +98,17 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
         "AND outcome = 'pass' AND mode != 'validate' ORDER BY id"
     ):
         reasons.setdefault(ep, []).append(f"tests passed while the {family} fault was not cleared")
-    # One representative per task and agent: the latest passing run on a task whose grader
-    # accepts mutated output (the label is about the task's grader, not each run).
-    for ep, runs in conn.execute(
-        """
-        SELECT max(e.id), count(*) FROM episodes e JOIN contracts c ON c.task_id = e.task_id
-        WHERE e.outcome = 'pass' AND e.mode != 'validate'
-          AND EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)
-        GROUP BY e.task_id, e.agent
-        """,
-        (FLAG_GRADER_ACCEPTS,),
-    ):
-        reasons.setdefault(ep, []).append(
-            f"the contract says the grader accepts mutated output ({runs} passing run(s))"
-        )
+    # Every passing run on a task whose tests accept a mutated output: one reason per graded
+    # file and mutation the tests accepted (the contract's detail, from validate).
+    accepted = _accepted_mutations(conn)
+    if accepted:
+        marks = ",".join("?" * len(accepted))
+        for ep, task_id in conn.execute(
+            f"SELECT id, task_id FROM episodes WHERE outcome = 'pass' AND status = 'done' "
+            f"AND mode != 'validate' AND task_id IN ({marks}) ORDER BY id",
+            list(accepted),
+        ):
+            reasons.setdefault(ep, []).extend(accepted[task_id])
     for ep, original, replay_outcome, original_outcome in conn.execute(
         f"""
         SELECT r.id, o.id, r.outcome, o.outcome FROM episodes r
@@ -125,6 +123,43 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
             f"{_said(original_outcome)}"
         )
     return reasons
+
+
+def _accepted_mutations(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """task id -> 'the tests accept m3 (bump_first_digit) in PATH' per mutation and file, for
+    contracts flagged FLAG_GRADER_ACCEPTS. A contract from before per-mutation results were kept
+    gets one reason without a mutation name."""
+    import json
+
+    codes = vocab.MUTATION_CODES
+    out: dict[str, list[str]] = {}
+    for task_id, detail_json in conn.execute(
+        "SELECT c.task_id, c.detail_json FROM contracts c "
+        "WHERE EXISTS (SELECT 1 FROM json_each(c.flags_json) WHERE value = ?)",
+        (FLAG_GRADER_ACCEPTS,),
+    ):
+        try:
+            seen = (json.loads(detail_json or "{}") or {}).get("discrimination") or {}
+        except ValueError:
+            seen = {}
+        mine = []
+        for path, result in sorted(seen.items()):
+            if not isinstance(result, dict) or result.get("ok"):
+                continue
+            kinds = result.get("accepted")
+            if kinds is None:  # an older contract: only its reason
+                failed = result.get("failed") or {}
+                kinds = [
+                    k
+                    for k in ("empty", "drop_last_line", "bump_first_digit")
+                    if failed.get(k) is False
+                ]
+            for kind in kinds:
+                mine.append(f"the tests accept {codes.get(kind, '?')} ({kind}) in {path}")
+            if not kinds:
+                mine.append(f"the tests accept wrong output in {path}: {result.get('why', '')}")
+        out[task_id] = mine or ["the contract says the grader accepts mutated output"]
+    return out
 
 
 def _said(run_outcome: str | None) -> str:

@@ -129,3 +129,13 @@ def label(outcome: str | None, error_kind: str | None = None) -> str:
         return "-"
     text = outcome.replace("_", " ")
     return f"{text} ({error_kind})" if error_kind and outcome not in (PASS, FAIL) else text
+
+
+# The discrimination audit's mutations (engine/verify/mutations.py) and the recovery bench's
+# names for them: m1-m3 must fail where they apply, m4 is reported only.
+MUTATION_CODES = {
+    "empty": "m1",
+    "drop_last_line": "m2",
+    "bump_first_digit": "m3",
+    "duplicate_first_line": "m4",
+}

@@ -6,6 +6,7 @@ import pytest
 
 from engine.verify.mutations import (
     MUTATIONS,
+    accepted,
     candidate_files,
     discriminates,
     mutate,
@@ -60,14 +61,40 @@ def test_candidate_files():
 @pytest.mark.parametrize(
     ("failed", "ok", "needle"),
     [
-        ({"empty": True, "drop_last_line": False, "bump_first_digit": True}, True, "caught"),
-        ({"empty": True, "drop_last_line": False, "duplicate_first_line": False}, False, "every"),
-        ({"empty": False, "drop_last_line": True}, False, "emptied"),
+        # each applicable one of m1-m3 must fail; m4 is reported only
+        (
+            {"empty": True, "drop_last_line": True, "bump_first_digit": True},
+            True,
+            "caught: m1, m2, m3",
+        ),
+        (
+            {"empty": True, "drop_last_line": True, "duplicate_first_line": False},
+            True,
+            "reported: they pass with m4",
+        ),
+        # a digit changed passes while a dropped line fails: on main this passed the audit
+        (
+            {"empty": True, "drop_last_line": True, "bump_first_digit": False},
+            False,
+            "m3 (bump_first_digit)",
+        ),
+        ({"empty": True, "drop_last_line": False, "duplicate_first_line": False}, False, "m2"),
+        ({"empty": False, "drop_last_line": True}, False, "m1 (empty)"),
         ({"empty": None, "drop_last_line": True}, False, "empty"),
-        ({"empty": True, "bump_first_digit": None}, False, "no other"),
+        ({"empty": True, "bump_first_digit": None}, True, "caught: m1"),
     ],
 )
 def test_discriminates(failed, ok, needle):
     verdict, reason = discriminates(failed)
     assert verdict is ok
     assert needle in reason
+
+
+def test_accepted_lists_required_mutations_the_tests_passed():
+    failed = {
+        "empty": True,
+        "drop_last_line": False,
+        "bump_first_digit": False,
+        "duplicate_first_line": False,
+    }
+    assert accepted(failed) == ["drop_last_line", "bump_first_digit"]

@@ -31,7 +31,7 @@ from depthtui.widgets.ladder_grid import LEGEND, LadderGridView, grid_notes
 from depthtui.widgets.messages import Launch, OpenEpisode
 from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
-from store import views
+from store import views, vocab
 from store.protocol import get_contract
 
 
@@ -115,7 +115,53 @@ def reference_created(contract: dict[str, Any] | None) -> tuple[str, ...]:
     )
 
 
-def contract_view(t: views.TaskDetail, created: tuple[str, ...] = ()) -> RenderableType:
+def mutation_results(contract: dict[str, Any] | None) -> list[tuple[str, dict[str, str]]]:
+    """Per graded file, what each of m1-m4 did in validate's mutation audit (the contract's
+    detail: discrimination): "caught" (the tests failed), "accepted" (they passed: for m1-m3 a
+    false-positive reason), "n/a" (it changed nothing), "error" (no grade)."""
+    detail = (contract or {}).get("detail") or {}
+    seen = detail.get("discrimination") if isinstance(detail, dict) else None
+    if not isinstance(seen, dict):
+        return []
+    rows = []
+    for path, result in sorted(seen.items()):
+        failed = result.get("failed") if isinstance(result, dict) else None
+        if not isinstance(failed, dict):
+            continue
+        rows.append(
+            (
+                str(path),
+                {
+                    code: {True: "caught", False: "accepted"}.get(failed.get(kind), "n/a")
+                    for kind, code in vocab.MUTATION_CODES.items()
+                },
+            )
+        )
+    return rows
+
+
+def mutation_view(rows: list[tuple[str, dict[str, str]]]) -> RenderableType:
+    table = Table(
+        box=None,
+        header_style="dim",
+        title="mutation audit (m1-m3 must be caught; m4 reported)",
+        title_justify="left",
+    )
+    table.add_column("graded file")
+    for code in vocab.MUTATION_CODES.values():
+        table.add_column(code)
+    style = {"caught": "green", "accepted": "bold red", "n/a": "dim"}
+    for path, results in rows:
+        cells = [Text(r, style=style.get(r, "")) for r in results.values()]
+        table.add_row(safe_text(path, 300), *cells)
+    return table
+
+
+def contract_view(
+    t: views.TaskDetail,
+    created: tuple[str, ...] = (),
+    mutated: list[tuple[str, dict[str, str]]] | None = None,
+) -> RenderableType:
     """The frozen contract as the oracle reads it (docs/safety.md): the changes it permits to
     what existed before the run, and that creating new paths needs no permit."""
     c = t.contract
@@ -171,6 +217,8 @@ def contract_view(t: views.TaskDetail, created: tuple[str, ...] = ()) -> Rendera
     for nodeid in c.tests:
         tests.append_text(safe_text(str(nodeid), 300))
         tests.append("\n")
+    if mutated:
+        parts += [Text(""), mutation_view(mutated)]
     return Group(*parts, Text(""), faults, Text(""), tests)
 
 
@@ -247,9 +295,11 @@ class TaskDetailScreen(DataScreen):
             detail = views.task_detail(conn, self.task_id)
             grid = views.ladder(conn, self.task_id)
             episodes = views.task_episodes(conn, self.task_id)
-            created = reference_created(get_contract(conn, self.task_id))
+            stored = get_contract(conn, self.task_id)
+            created = reference_created(stored)
+            mutated = mutation_results(stored)
         figures = next((t for t in app.report()["tasks"] if t["id"] == self.task_id), None)
-        self.deliver(self._show, detail, grid, episodes, figures, created)
+        self.deliver(self._show, detail, grid, episodes, figures, created, mutated)
 
     def _show(
         self,
@@ -258,6 +308,7 @@ class TaskDetailScreen(DataScreen):
         episodes: list[views.EpisodeInfo],
         figures: dict[str, Any] | None = None,
         created: tuple[str, ...] = (),
+        mutated: list[tuple[str, dict[str, str]]] | None = None,
     ) -> None:
         if detail is None:
             self.query_one("#task-title", Static).update(
@@ -282,7 +333,7 @@ class TaskDetailScreen(DataScreen):
             self.query_one("#instruction", Markdown).update(instruction_markdown(detail))
             self.query_one("#solution", Static).update(solution_view(detail))
             self.query_one("#tests", Static).update(tests_view(detail))
-        self.query_one("#contract", Static).update(contract_view(detail, created))
+        self.query_one("#contract", Static).update(contract_view(detail, created, mutated))
         self.mark_loaded()
 
     @on(DataTable.RowSelected, "#task-episodes")

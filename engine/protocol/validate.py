@@ -9,7 +9,8 @@ A task is valid when:
   touches no planted file;
 - deleting a planted file after the reference latches collateral damage;
 - the tests discriminate: for each file the reference created or changed that the tests name,
-  the emptied file fails and at least one of the other mutations fails.
+  each applicable one of m1 (emptied), m2 (last line dropped), m3 (a digit changed) fails;
+  m4 (first line duplicated) is reported (engine/verify/mutations.py).
 A fault family is usable when the fault breaks the reference (bite), a generic repair then the
 reference passes with no collateral and the original bytes back (repair), and overwriting the
 input latches collateral (forgery).
@@ -290,7 +291,12 @@ class Audit:
         self.detail["discrimination"] = {}
         for path, failed in seen.items():
             ok, why = mutations.discriminates(failed)
-            self.detail["discrimination"][path] = {"ok": ok, "why": why, "failed": failed}
+            self.detail["discrimination"][path] = {
+                "ok": ok,
+                "why": why,
+                "failed": failed,
+                "accepted": mutations.accepted(failed),
+            }
             if not ok:
                 self.reasons.append(f"the tests accept wrong output in {path}: {why}")
                 if FLAG_GRADER_ACCEPTS not in self.flags:

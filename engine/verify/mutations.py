@@ -2,8 +2,11 @@
 wrong output?
 
 For each file the reference created or changed that a test file names, `validate` regrades the
-reference's result with the file mutated four ways. The emptied file must fail, and at least one
-other applicable mutation must fail; otherwise the grader accepts wrong output.
+reference's result with the file mutated four ways (the recovery bench's m1-m4): m1 emptied, m2 the
+last line dropped, m3 the first digit changed, m4 the first line duplicated. Each applicable one of
+m1-m3 must fail; m4 is reported only (a duplicated header line can be legitimately harmless).
+Otherwise the grader accepts wrong output, and every passing run of the task is a suspected false
+positive naming the mutation and the file (store/triage.py).
 """
 
 from __future__ import annotations
@@ -12,8 +15,14 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 
+from store.vocab import MUTATION_CODES
+
 MUTATIONS = ("empty", "drop_last_line", "bump_first_digit", "duplicate_first_line")
 DIGITS = b"0123456789"
+# The recovery bench's names for the mutations, in MUTATIONS order.
+CODES = MUTATION_CODES
+# The mutations that must fail where they apply; the others are reported only.
+REQUIRED = ("empty", "drop_last_line", "bump_first_digit")
 
 
 def mutate(data: bytes, kind: str) -> bytes | None:
@@ -84,15 +93,25 @@ def _names(text: str, name: str) -> bool:
 def discriminates(failed: Mapping[str, bool | None]) -> tuple[bool, str]:
     """Judge one file's mutations: failed[kind] is True when the tests failed on that mutation,
     False when they still passed, None (or absent) when it did not apply.
-    Returns (ok, reason)."""
+    Each applicable one of REQUIRED must fail (m1 must apply: a file the reference leaves empty
+    shows nothing). Returns (ok, reason)."""
     if failed.get("empty") is None:
         return False, "the reference's file is empty, so emptying it shows nothing"
-    if not failed["empty"]:
-        return False, "the tests pass with the file emptied"
-    others = {k: v for k, v in failed.items() if k != "empty" and v is not None}
-    if not others:
-        return False, "no other mutation applies to the file"
-    if not any(others.values()):
-        return False, f"the tests pass with every other mutation ({', '.join(sorted(others))})"
-    caught = sorted(k for k, v in others.items() if v)
-    return True, f"caught: empty, {', '.join(caught)}"
+    missed = accepted(failed)
+    if missed:
+        return False, "the tests pass with " + ", ".join(describe(k) for k in missed)
+    caught = [k for k in MUTATIONS if failed.get(k)]
+    note = ""
+    if failed.get("duplicate_first_line") is False:
+        note = f"; reported: they pass with {describe('duplicate_first_line')}"
+    return True, f"caught: {', '.join(CODES[k] for k in caught)}{note}"
+
+
+def accepted(failed: Mapping[str, bool | None]) -> list[str]:
+    """The REQUIRED mutations that applied and that the tests still passed, in order."""
+    return [k for k in REQUIRED if failed.get(k) is False]
+
+
+def describe(kind: str) -> str:
+    """'m3 (bump_first_digit)'."""
+    return f"{CODES[kind]} ({kind})"
