@@ -158,7 +158,12 @@ def test_background_processes_die_when_the_episode_ends() -> None:
     try:
         sandbox.run("sleep 1000 & nohup sleep 999 >/dev/null 2>&1 & setsid sleep 998 &")
         sandbox.run("(sleep 997 &) ; true")
-        names = [comm for _, comm in _agent_pids(sandbox)]
+        # The backgrounded children may not have exec'd sleep yet (seen under load): wait for them.
+        for _ in range(100):
+            names = [comm for _, comm in _agent_pids(sandbox)]
+            if names.count("sleep") == 4:
+                break
+            time.sleep(0.1)
         assert names.count("sleep") == 4
         killed = sandbox.kill_agent_processes()
         assert {comm for _, comm in killed} >= {"sleep", "bash"}
