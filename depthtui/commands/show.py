@@ -201,11 +201,12 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
+def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[dict[str, Any]]:
+    """Print the job's validate rows (a table, or JSON) and return them."""
     rows = validate_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
-        return
+        return rows
     table = Table(title=f"validate (job {job_id})", title_justify="left")
     for col in ("task", "valid", "tests", "fault families", "reasons"):
         table.add_column(col)
@@ -230,6 +231,7 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
     console.print(table)
     good = sum(1 for r in rows if r["valid"])
     console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
+    return rows
 
 
 def _families_cell(row: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from engine.verify.agent_code import RiskReport, scan_python, scan_tests
 from engine.verify.container import Bind, RunResult, docker_client, run_once
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
-from engine.verify.rewards import RewardError, Rewards, gate_passes, parse_rewards
+from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
 from engine.verify.runner import RESULTS_DIR
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import TestResult, grade
@@ -83,6 +83,8 @@ class HarborVerdict:
     tests_passed: int = 0
     tests_total: int = 0
     inventory: tuple[str, ...] = ()
+    # Which reward key decided the gate, in words ("" on an error).
+    gate: str = ""
 
     @property
     def ok(self) -> bool:
@@ -328,7 +330,10 @@ def _judge(
         )
     except RewardError as exc:
         return _error("no_reward", str(exc), **common)
-    return HarborVerdict(rewards=rewards, passed=gate_passes(rewards, spec.min_reward), **common)
+    passed, gate = gate_decision(rewards, spec.min_reward)
+    # The decision is said where the verifier's output is kept, after what test.sh printed.
+    common["output"] = f"{tail}\n[depthtui] {'passed' if passed else 'failed'}: {gate}".lstrip("\n")
+    return HarborVerdict(rewards=rewards, passed=passed, gate=gate, **common)
 
 
 def _missing_apt(client: docker.DockerClient, spec: HarborSpec, packages: Sequence[str]) -> str:

@@ -156,7 +156,9 @@ def _use_toolchain_packages() -> None:
 
 def _isolation_args(rootdir: str) -> list[str]:
     """No ini file, conftest or cache from anywhere the agent could write: the tests' own
-    pytest.ini when they ship one, else an empty config, and an explicit rootdir."""
+    pytest.ini when they ship one, else an empty config, an explicit rootdir, and conftest
+    files from the tests' own folder only (no parent of it; _guard_conftests refuses the
+    rest)."""
     own = os.path.join(rootdir, "pytest.ini")
     config = own if os.path.isfile(own) else os.devnull
     return [
@@ -164,12 +166,46 @@ def _isolation_args(rootdir: str) -> list[str]:
         config,
         "--rootdir",
         rootdir,
+        "--confcutdir",
+        rootdir,
         "-p",
         "no:cacheprovider",
-        "--noconftest",
         "-p",
         "pytest_timeout",
     ]
+
+
+# The host mounts the task's tests here read-only: the only conftest files that are task code.
+TESTS_ROOT = "/tests"
+
+
+def _guard_conftests(tests_root: str = TESTS_ROOT) -> None:
+    """Load a conftest.py only from the task's own tests (the read-only mount at `tests_root`,
+    which the agent never reached); one anywhere else (the agent's home or workdir, "/") could
+    be the agent's and is never imported: pytest sees an empty module in its place, so its
+    fixtures and hooks are simply absent (said on stderr). Wraps pytest's own importer, which
+    every conftest passes through whatever the import mode (pytest 7.2, the toolchain's)."""
+    from _pytest.config import PytestPluginManager
+
+    original = PytestPluginManager._importconftest
+    if getattr(original, "_depthtui_guard", False):
+        return
+    root = os.path.realpath(tests_root)
+
+    def guarded(self, conftestpath, *args, **kwargs):  # type: ignore[no-untyped-def]
+        real = os.path.realpath(str(conftestpath))
+        if real == root or real.startswith(root + os.sep):
+            return original(self, conftestpath, *args, **kwargs)
+        import types
+
+        print(
+            f"depthtui-runner: {conftestpath} is not the task's (outside {tests_root}); not loaded",
+            file=sys.stderr,
+        )
+        return types.ModuleType("depthtui_refused_conftest")
+
+    guarded._depthtui_guard = True  # type: ignore[attr-defined]
+    PytestPluginManager._importconftest = guarded  # type: ignore[method-assign]
 
 
 def _pytest_args(rootdir: str, timeout: float, paths: list[str]) -> list[str]:
@@ -234,6 +270,7 @@ def run_signed(argv: list[str]) -> int:
         import pytest
 
         record["pytest"] = pytest.__version__
+        _guard_conftests(args.rootdir)
         paths = args.paths or [args.rootdir]
         status = pytest.main(_pytest_args(args.rootdir, args.timeout, paths), plugins=[collector])
         record["exitstatus"] = int(status)
@@ -260,6 +297,7 @@ def run_plain(argv: list[str]) -> int:
     import pytest
 
     plugins = ["-p", CTRF_PLUGIN] if importlib.util.find_spec("ctrf") is not None else []
+    _guard_conftests()
     collector = Collector()
     record: dict = {"v": RECORD_VERSION, "argv": argv[:50], "internal_error": None}
     status = 3
