@@ -66,6 +66,7 @@ class Audit:
         self.tally = common.Tally()
         self.infra: str | None = None
         self.bite_timeout_s = common.episode_limits(self.params).command_timeout_s
+        self.image_tag: str | None = None  # the task's own image, once built (_pristine)
 
     # --- running probes ------------------------------------------------------------------------
 
@@ -231,6 +232,7 @@ class Audit:
         """The home as the image has it, before any fault or planted file."""
         try:
             image = build_image(self.task, self.ctx.log_dir)
+            self.image_tag = image.tag
             sandbox = start_sandbox(
                 self.task,
                 image.tag,
@@ -276,6 +278,7 @@ class Audit:
                         draft,
                         self.ctx.job_id,
                         state.episode_id,
+                        task_image=self.image_tag,
                     )
                     failed[kind] = None if grade.error_kind else not grade.passed
                 sandbox.put_bytes(path, original, mode=entry.mode & 0o7777, owner=owner)

@@ -35,6 +35,7 @@ from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
 from engine.verify.runner import RESULTS_DIR
+from engine.verify.services import entrypoint_services
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import TestResult, grade
 
@@ -61,6 +62,8 @@ class HarborSpec:
     # The task's own image (built before the agent ran): what test.sh's apt packages are
     # checked in. None: `image` (a library caller grading an image it trusts).
     task_image: str | None = None
+    # The task's [environment] env: what its ENTRYPOINT's services start with (services.py).
+    services_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> H
         "env": dict(segment.verifier_env),
         "min_reward": segment.min_reward,
         "labels": {LABEL_TASK: task.id},
+        "services_env": dict(task.environment.env),
     }
     values.update(overrides)
     return HarborSpec(**values)
@@ -203,7 +207,16 @@ def run_harbor_verifier(
             if missing_apt:
                 return _error("needs_network", missing_apt, changes=changes, risk=risk.lines())
         image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
-        with staged_tests(tests, executable=["test.sh"]) as tests_dir:
+        with (
+            staged_tests(tests, executable=["test.sh"]) as tests_dir,
+            entrypoint_services(
+                client,
+                spec.task_image,
+                env=spec.services_env,
+                limits=spec.limits,
+                labels=spec.labels,
+            ) as network_mode,
+        ):
             run = run_once(
                 client,
                 image=spec.image,
@@ -222,6 +235,8 @@ def run_harbor_verifier(
                 timeout_s=spec.timeout_s,
                 labels=spec.labels,
                 drop_all_caps=False,
+                # Beside what the task image's ENTRYPOINT started, when it has one.
+                network_mode=network_mode,
             )
         verdict = _judge(spec, run, logs, changes, risk, tc)
         if not rewrite.runs_pytest:
