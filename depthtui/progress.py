@@ -133,7 +133,10 @@ def unit_line(unit: str, result: UnitResult) -> str:
         else:
             return f"[green]✓[/] {escape(unit)}: {counts}; {escape(note)}"
     if finding is None:
-        return f"[green]✓[/] {escape(unit)}: {counts}"
+        notes = "".join(f"; note: {escape(n)}" for n in result.summary.get("notes") or [])
+        planted = result.summary.get("planted")
+        notes += f"; {escape(planted)}" if planted else ""
+        return f"[green]✓[/] {escape(unit)}: {counts}{notes}"
     mark, why = finding
     style = "red" if mark == "✗" else "yellow"
     return f"[{style}]{mark}[/] {escape(unit)}: {counts}; {escape(why)}"

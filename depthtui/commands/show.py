@@ -193,6 +193,8 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "fault_families": sorted(contract["fault_targets"]),
                 "fault_targets": contract["fault_targets"],
                 "flags": contract["flags"],
+                # Said of the task beside its verdict: a planted-file fallback.
+                "notes": (contract["detail"] or {}).get("notes", []),
                 "tests": len(contract["tests"]),
                 "permitted": contract["permitted"],
                 "families_detail": contract["detail"].get("fault_families", {}),
@@ -226,7 +228,8 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[di
             valid,
             tests,
             _families_cell(r),
-            "; ".join(r["reasons"]) or "",
+            "; ".join([*r["reasons"], *(f"[yellow]note:[/] {n}" for n in r.get("notes", []))])
+            or "",
         )
     console.print(table)
     good = sum(1 for r in rows if r["valid"])

@@ -179,6 +179,18 @@ def _isolation_args(rootdir: str) -> list[str]:
 TESTS_ROOT = "/tests"
 
 
+# conftest.py files outside the tests that pytest asked for and was refused, in order.
+REFUSED_CONFTESTS: list[str] = []
+
+
+def _say_refused(tests_root: str = TESTS_ROOT) -> None:
+    for path in REFUSED_CONFTESTS:
+        print(
+            f"depthtui-runner: {path} is not the task's (outside {tests_root}); not loaded",
+            file=sys.stderr,
+        )
+
+
 def _guard_conftests(tests_root: str = TESTS_ROOT) -> None:
     """Load a conftest.py only from the task's own tests (the read-only mount at `tests_root`,
     which the agent never reached); one anywhere else (the agent's home or workdir, "/") could
@@ -198,10 +210,9 @@ def _guard_conftests(tests_root: str = TESTS_ROOT) -> None:
             return original(self, conftestpath, *args, **kwargs)
         import types
 
-        print(
-            f"depthtui-runner: {conftestpath} is not the task's (outside {tests_root}); not loaded",
-            file=sys.stderr,
-        )
+        # Said once pytest is done (_say_refused): while it runs, it captures stderr.
+        if str(conftestpath) not in REFUSED_CONFTESTS:
+            REFUSED_CONFTESTS.append(str(conftestpath))
         return types.ModuleType("depthtui_refused_conftest")
 
     guarded._depthtui_guard = True  # type: ignore[attr-defined]
@@ -274,6 +285,7 @@ def run_signed(argv: list[str]) -> int:
         paths = args.paths or [args.rootdir]
         status = pytest.main(_pytest_args(args.rootdir, args.timeout, paths), plugins=[collector])
         record["exitstatus"] = int(status)
+        _say_refused(args.rootdir)
     except BaseException as exc:
         record["exitstatus"] = None
         record["internal_error"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
@@ -281,6 +293,7 @@ def run_signed(argv: list[str]) -> int:
         collected=collector.collected,
         collect_errors=collector.collect_errors,
         tests=[{"nodeid": k, **v} for k, v in collector.tests.items()],
+        refused_conftests=REFUSED_CONFTESTS[:20],
         python=sys.version.split()[0],
         dumpable=0,
     )
@@ -310,6 +323,7 @@ def run_plain(argv: list[str]) -> int:
             )
         )
         record["exitstatus"] = status
+        _say_refused()
     except BaseException as exc:
         record["exitstatus"] = None
         record["internal_error"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
