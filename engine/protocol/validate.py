@@ -199,8 +199,8 @@ class Audit:
         bare = self.episode(self.spec("oracle", "reference-unplanted", planted="none"))
         if bare is None:
             return None
-        if _fails(bare):
-            return refs  # it fails without them too: the planted files are not the cause
+        if not vocab.passed(bare.outcome):
+            return refs  # it fails (or errs) without them too: they are not the cause
         pristine = self._pristine_once()
         if pristine is None:
             return None
