@@ -62,7 +62,7 @@ TASK_KINDS = frozenset({"task_broken", "plan", "setup", "healthcheck"})
 # the task's files: every try meets them again.
 TASK_CODES = frozenset(
     {
-        "conftest",
+        "conftest",  # stored by older depthtui: the tests shipped a conftest.py (now loaded)
         "tests_unreadable",
         "agent_code",
         "needs_network",

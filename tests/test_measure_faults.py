@@ -95,7 +95,8 @@ def validated(tmp_path_factory: pytest.TempPathFactory):
 
 def test_validate_valid_tasks_and_their_fault_families(validated) -> None:
     result = validated["result"]
-    assert result.returncode == 0, result.stderr[-3000:]
+    # The broken copy is invalid, so the command fails (issue 25); both were validated.
+    assert result.returncode == 1, result.stderr[-3000:]
     by_task = {r["task"]: r for r in result.json()}
     assert set(by_task) == {"demo/error-count", "broken/error-count-accepts-anything"}
     r = by_task["demo/error-count"]
@@ -125,7 +126,7 @@ def test_validate_reports_an_invalid_task_with_the_reason(validated) -> None:
     # Fault families are only audited for a task that is otherwise valid.
     assert r["fault_families"] == []
     table = run_cli(["validate", "broken/error-count-accepts-anything"], validated["db"])
-    assert table.returncode == 0, table.stderr[-2000:]
+    assert table.returncode == 1, table.stderr[-2000:]  # an invalid task fails the command
     assert "invalid" in table.stdout and "doing nothing passes the tests" in table.stdout
     assert "broken/error-count-accepts-anything: 0 run, " in table.stderr  # all reused
 

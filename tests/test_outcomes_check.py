@@ -117,7 +117,8 @@ def test_the_table_shows_errors_not_verdicts(runs) -> None:
 
 
 def test_validate_without_a_reference_says_so_and_runs_nothing(runs) -> None:
-    assert runs["validate"].returncode == 0, runs["validate"].stderr[-2000:]
+    # Not validated is not valid: the command fails, as check does (issue 25).
+    assert runs["validate"].returncode == 1, runs["validate"].stderr[-2000:]
     [row] = json.loads(runs["validate"].stdout)
     assert row["valid"] is None
     assert row["reasons"] == [
@@ -127,7 +128,7 @@ def test_validate_without_a_reference_says_so_and_runs_nothing(runs) -> None:
 
 
 def test_validate_calls_a_broken_task_broken_after_one_run(runs) -> None:
-    assert runs["validate_broken"].returncode == 0, runs["validate_broken"].stderr[-2000:]
+    assert runs["validate_broken"].returncode == 1, runs["validate_broken"].stderr[-2000:]
     [row] = json.loads(runs["validate_broken"].stdout)
     assert row["valid"] is False
     assert row["reasons"][0].startswith("task broken: verifier: collection_error"), row

@@ -193,6 +193,8 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "fault_families": sorted(contract["fault_targets"]),
                 "fault_targets": contract["fault_targets"],
                 "flags": contract["flags"],
+                # Said of the task beside its verdict: a planted-file fallback.
+                "notes": (contract["detail"] or {}).get("notes", []),
                 "tests": len(contract["tests"]),
                 "permitted": contract["permitted"],
                 "families_detail": contract["detail"].get("fault_families", {}),
@@ -201,11 +203,12 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
+def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[dict[str, Any]]:
+    """Print the job's validate rows (a table, or JSON) and return them."""
     rows = validate_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
-        return
+        return rows
     table = Table(title=f"validate (job {job_id})", title_justify="left")
     for col in ("task", "valid", "tests", "fault families", "reasons"):
         table.add_column(col)
@@ -225,11 +228,13 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
             valid,
             tests,
             _families_cell(r),
-            "; ".join(r["reasons"]) or "",
+            "; ".join([*r["reasons"], *(f"[yellow]note:[/] {n}" for n in r.get("notes", []))])
+            or "",
         )
     console.print(table)
     good = sum(1 for r in rows if r["valid"])
     console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
+    return rows
 
 
 def _families_cell(row: dict[str, Any]) -> str:
