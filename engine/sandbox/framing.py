@@ -245,6 +245,16 @@ class Outcome:
         at = data.rfind(b"\x1e", max(len(data) - _ANY_MARK_SPAN, 0))
         self._tail[stream] = data[at:] if at >= 0 else b""
 
+    def forgery(self) -> str:
+        """What the loop's telltale says (the error detail of ShellForgery)."""
+        piece = (self.forged or b"").decode("ascii", "replace")
+        return (
+            "a command printed the shell's end mark itself (it read the nonce from the shell's "
+            f"input): the shell then read the next command's frame as its nonce ({piece!r}), "
+            "so that command never ran and the results reported since the forged mark are not "
+            "the commands'"
+        )
+
     def stdout(self, data: bytes) -> None:
         if self.forged is None:
             self._watch(1, data)

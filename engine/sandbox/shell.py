@@ -414,35 +414,26 @@ class PersistentShell:
                     outcome.stdout(data)
 
     def probe(self, timeout: float = PROBE_TIMEOUT_S) -> None:
-        """One empty command (`:`) through the running shell, not the agent's: after a
-        segment's last call nothing else would send a frame for a forged mark on that call to
-        give itself away in (ShellForgery). Only the forgery matters here: a shell that is gone
-        is left alone, and a note meant for the agent's next observation is kept for it."""
+        """One empty command (`:`), not the agent's, after a segment's last call: the frame a
+        forged mark on that call needs to give itself away (ShellForgery). A shell that is gone
+        is left alone; a note meant for the agent's next observation is kept for it."""
         if self._stream is None:
             return
         watch, self.disk_watch = self.disk_watch, None
         try:
             self.run(":", timeout)
-        except ShellForgery:
-            raise
-        except SandboxError:
-            pass  # the episode's end does not need this shell
+        except SandboxError as exc:
+            if isinstance(exc, ShellForgery):
+                raise  # (anything else: the episode's end does not need this shell)
         finally:
             self.disk_watch = watch
 
     def _check_forged(self, outcome: Outcome) -> None:
-        """The loop printed the telltale of a forged end mark (framing.py): this command never
-        ran as sent (the loop took a piece of its frame for a nonce) and the last one ended
-        when the forger said. The shell is dropped: nothing it reports can be trusted now."""
-        if outcome.forged is None:
-            return
-        self._drop_stream()
-        raise ShellForgery(
-            "a command printed the shell's end mark itself (it read the nonce from the shell's "
-            "input): the shell then read the next command's frame as its nonce "
-            f"({outcome.forged.decode('ascii', 'replace')!r}), so that command never ran and "
-            "the results reported since the forged mark are not the commands'"
-        )
+        """The loop's telltale of a forged end mark came (framing.py): the shell is dropped,
+        nothing it reports can be trusted now."""
+        if outcome.forged is not None:
+            self._drop_stream()
+            raise ShellForgery(outcome.forgery())
 
     def _replace_after_death(self) -> tuple[int | None, str]:
         """Start a new shell after the old one ended; its exit status and what to tell."""
