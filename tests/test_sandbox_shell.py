@@ -361,11 +361,26 @@ def test_honest_commands_and_the_probe_are_not_taken_for_forgeries(sb: DockerSan
     r = sb.run(f"{mark}; echo ok", timeout=10)
     assert r.exit_code == 0 and r.output.endswith(b"\0ok\n") and not r.shell_restarted
     sb.run("sleep 0.3 &")
+    sb.run("cd /tmp; (exit 3)")
     sb.shell.probe()
     sb.shell.probe()
-    r = sb.run("cd /tmp; echo after-probes", timeout=10)
-    assert r.output == b"after-probes\n" and r.exit_code == 0 and not r.shell_restarted
+    # The probe ran nothing: `$?` is still the last command's, as a terminal would show.
+    r = sb.run("echo $? after-probes", timeout=10)
+    assert r.output == b"3 after-probes\n" and r.exit_code == 0 and not r.shell_restarted
+    assert sb.shell.cwd == "/tmp"
     sb.run("cd ~")
+
+
+def test_a_shell_that_does_not_answer_the_probe_is_replaced_with_a_note(sb: DockerSandbox) -> None:
+    assert sb.shell is not None
+    sb.run("(sleep 0.3; kill -STOP $$) >/dev/null 2>&1 &")
+    time.sleep(1.0)
+    began = time.monotonic()
+    sb.shell.probe(timeout=2)
+    assert time.monotonic() - began < 10
+    r = sb.run("echo back", timeout=10)
+    assert r.output == b"back\n" and r.shell_restarted, r
+    assert "did not answer the harness" in r.note, r.note
 
 
 def test_the_telltale_is_found_across_any_split_of_the_stream() -> None:

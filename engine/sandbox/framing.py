@@ -120,13 +120,16 @@ _LOOP = r"""for ((;;)); do
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
     \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h ||
         { (( $? > 128 )) && continue; \builtin exit "${__dt_rc:-0}"; }  # (TMOUT; the end)
-    case ${__dt_h:LENGTH_DIGITS} in [13]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
+    case ${__dt_h:LENGTH_DIGITS} in [1357]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
     __dt_open=1
     \builtin read -r -N "${__dt_h:0:LENGTH_DIGITS}" -u "$__dt_in" __dt_c || \builtin exit 125
     case ${__dt_h:LENGTH_DIGITS} in [23]) \builtin printf -v __dt_c %b "$__dt_c" ;; esac
-    case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
-    \builtin eval "$__dt_c" 2>&1
-    __dt_rc=$? __dt_xv=$-END
+    case ${__dt_h:LENGTH_DIGITS} in
+    [4-7]) __dt_xv=$- ;;  # (bit 2: the host's probe: nothing runs, the last status stays)
+    *) case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
+        \builtin eval "$__dt_c" 2>&1
+        __dt_rc=$? __dt_xv=$- ;;
+    esacEND
 done; \__depthtui_end $? "$-"; \builtin eval "$__dt_loop"
 """
 _FUNCTIONS = r"""
@@ -187,16 +190,17 @@ for _name, _value in {
 SHELL_SOURCE = _FUNCTIONS.encode()
 
 
-def frame(payload: bytes, nonce: bytes, quiet: bool) -> bytes:
+def frame(payload: bytes, nonce: bytes, quiet: bool, probe: bool = False) -> bytes:
     """One command for the shell: a fixed-size header (the payload's length, then a flag: bit 0
     set when the container was quiet after the last command, so no start mark; bit 1 when the
-    payload holds an escape for `printf %b` to decode), the payload, the nonce.
+    payload holds an escape for `printf %b` to decode; bit 2 for the host's probe, which runs
+    nothing and only asks for an end mark), the payload, the nonce.
 
     The shell parses its command loop once (`__dt_loop`) and then takes each part with
     `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
     parsing a line per command cost more than anything else bash did for it. The nonce stays
     unread (and unseen) until the loop reads it once the command has finished."""
-    flag = quiet + 2 * (b"\\" in payload)
+    flag = quiet + 2 * (b"\\" in payload) + 4 * probe
     return b"%0*d%d%s%s" % (LENGTH_DIGITS, len(payload), flag, payload, nonce)
 
 

@@ -51,8 +51,7 @@ STDOUT_LAG_S = 2.0
 # background process holding the output open hides the shell's death from the stream).
 LIVENESS_EVERY_S = 1.0
 READY_TIMEOUT_S = 30.0
-# How long the probe after a segment's last call may take (an empty command: milliseconds
-# unless a command that forged its mark still holds the shell).
+# How long the probe after a segment's last call may take (milliseconds unless a forger holds it).
 PROBE_TIMEOUT_S = 10.0
 _LISTING_MAX = 1 << 16  # a longer cgroup.procs is not a quiet container
 _MAX_NAMES = 8
@@ -414,19 +413,29 @@ class PersistentShell:
                     outcome.stdout(data)
 
     def probe(self, timeout: float = PROBE_TIMEOUT_S) -> None:
-        """One empty command (`:`), not the agent's, after a segment's last call: the frame a
-        forged mark on that call needs to give itself away (ShellForgery). A shell that is gone
-        is left alone; a note meant for the agent's next observation is kept for it."""
-        if self._stream is None:
+        """After a segment's last call, a frame that runs nothing (framing.frame's probe: the
+        loop prints an end mark, `$?` and every trap untouched): the frame a forged mark on that
+        call needs to give itself away (ShellForgery). A shell that is gone is left alone; one
+        that does not answer is killed, and the next command's note says so."""
+        stream = self._stream
+        if stream is None:
             return
-        watch, self.disk_watch = self.disk_watch, None
+        nonce = secrets.token_hex(NONCE_BYTES).encode()
+        sent = frame(b"", nonce, quiet=True, probe=True)
+        outcome = Outcome(nonce, sent)
         try:
-            self.run(":", timeout)
-        except SandboxError as exc:
-            if isinstance(exc, ShellForgery):
-                raise  # (anything else: the episode's end does not need this shell)
-        finally:
-            self.disk_watch = watch
+            stream.send(sent, time.monotonic() + timeout)
+            died = self._pump(outcome, time.monotonic() + timeout)
+        except (SandboxError, TimeoutError):
+            died = True
+        self._check_forged(outcome)
+        if outcome.exit_code is None and not outcome.out_done:
+            try:
+                if not died:
+                    self._kill_shell()
+            except SandboxError:
+                pass  # (the next command starts a new shell either way)
+            self.abandon("the shell did not answer the harness between segments")
 
     def _check_forged(self, outcome: Outcome) -> None:
         """The loop's telltale of a forged end mark came (framing.py): the shell is dropped,
