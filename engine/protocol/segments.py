@@ -130,8 +130,8 @@ def segments(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) 
 
 
 def probe_shell(run: EpisodeRun, end: SegmentEnd) -> SegmentEnd:
-    """One empty command through the agent's shell after the segment's last call, so that a
-    forged end mark on that call is caught like one on any other (engine/sandbox/framing.py):
+    """One frame that runs nothing through the agent's shell after the segment's last call, so
+    that a forged end mark on that call is caught like one on any other (engine/sandbox/framing.py):
     the segment then ends in the agent's error, shell_forgery (docs/outcomes.md)."""
     assert run.sandbox is not None
     with run.phase("shell_probe"):

@@ -102,8 +102,8 @@ class Sandbox(Protocol):
         ...
 
     def probe_shell(self) -> None:
-        """After a segment's last call: one empty command through the shell, not the agent's,
-        so that a forged end mark on that call is caught too (raises ShellForgery)."""
+        """After a segment's last call: one frame through the shell that runs nothing (not the
+        agent's), so that a forged end mark on that call is caught too (raises ShellForgery)."""
         ...
 
     def exec_root(
