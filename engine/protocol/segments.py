@@ -85,6 +85,12 @@ def segments(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) 
         if end.reason != "error":
             end = probe_shell(run, end)
         if end.reason == "error":
+            if end.error_kind == ShellForgery.KIND:
+                # The agent's failure, not an infrastructure one: what its processes did is
+                # still judged, so that ending the episode this way hides no collateral.
+                stop_agent(run)
+                with frozen(run):
+                    final_check(run)
             run.rec.finish_segment_run(
                 idx,
                 error_kind=end.error_kind,
