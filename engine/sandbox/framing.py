@@ -234,8 +234,9 @@ class Outcome:
 
     def _watch(self, stream: int, data: bytes) -> None:
         """Look for the loop's end mark with a piece of this frame for its nonce. An honest
-        command cannot print one: it would need the frame's header or its unread nonce, or 32
-        bytes of its own command between the framing's separators, followed by a number."""
+        command does not print one: it would have to print the framing's separators around the
+        frame's header or its unread nonce, or around exactly 32 bytes of its own command, with
+        an exit code after them."""
         tail = self._tail[stream]
         if tail:
             data = tail + data
