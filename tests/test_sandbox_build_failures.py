@@ -51,9 +51,11 @@ def _task(root: Path, name: str, dockerfile: str) -> Path:
     return folder
 
 
-def _head(detail: str) -> str:
-    """What a build error says before it quotes the log."""
-    return detail.split(" (log: ", 1)[0]
+def _cause(detail: str) -> str:
+    """The line of a build error that names its cause (right after the first line)."""
+    lines = detail.splitlines()
+    assert lines[1].startswith("cause: "), lines[:3]
+    return lines[1]
 
 
 @pytest.fixture
@@ -91,15 +93,18 @@ def test_a_build_needing_the_proxy_ca_says_so_once_then_builds_with_the_proxy(
         ("oracle", "infra_error", "build"),
         ("nop", "infra_error", "build"),
     ]
-    head = _head(failed[0]["error_detail"])
-    assert re.search(
-        r"failed: step \d+/\d+ \(RUN test -s /usr/local/share/depthtui/build-ca\.pem", head
+    cause = _cause(failed[0]["error_detail"])
+    assert cause.startswith(
+        "cause: CERTIFICATE_VERIFY_FAILED: the build does not trust a TLS certificate"
     )
-    assert "could not verify a TLS certificate (CERTIFICATE_VERIFY_FAILED)" in head
-    assert "depthtui --build-proxy" in head
-    assert failed[0]["error_detail"].endswith(NOT_RETRIED)
+    assert "run with `depthtui --build-proxy ...`" in cause
+    assert re.search(r"; at step \d+/\d+ \(RUN test -s /usr/local/share/depthtui/", cause)
+    assert failed[0]["error_detail"].splitlines()[2] == NOT_RETRIED
+    # What `check` quotes is that cause, with its remedy, and that it was not tried again.
     [row] = first.json()
-    assert "CERTIFICATE_VERIFY_FAILED" in row["reference_error"]
+    [problem] = row["problems"]
+    assert "... cause: CERTIFICATE_VERIFY_FAILED" in problem and "--build-proxy" in problem
+    assert problem.endswith("(infrastructure: not retried, it fails the same way)")
 
     second = run_cli(["--build-proxy", "check", str(task), "--json"], db, owners=owners)
     assert second.returncode == 0, second.stderr[-2000:]
@@ -119,7 +124,9 @@ def test_an_ubuntu_ppa_on_the_substituted_debian_base_names_the_substitution(
     assert done.returncode == 1, done.stderr[-2000:]
     episodes = rows(db, "SELECT * FROM episodes ORDER BY id")
     assert len(episodes) == 2  # tried once each
-    head = _head(episodes[0]["error_detail"])
-    assert re.search(r"failed: step \d+/\d+ \(RUN add-apt-repository -y ppa:deadsnakes/ppa\)", head)
-    assert "adds an Ubuntu PPA, but FROM ubuntu:22.04 cannot be had on this engine" in head
-    assert "depthtui/base:bookworm was substituted" in head
+    cause = _cause(episodes[0]["error_detail"])
+    assert cause.startswith(
+        "cause: an Ubuntu PPA on a Debian base: FROM ubuntu:22.04 cannot be had on this engine"
+    )
+    assert "depthtui/base:bookworm was substituted" in cause
+    assert re.search(r"; at step \d+/\d+ \(RUN add-apt-repository -y ppa:deadsnakes/ppa\)", cause)

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 # Appended to the detail of a build error that would fail the same way again; the retry loop
 # (engine/protocol/common.py) reads it.
 NOT_RETRIED = "[not retried: the same build fails the same way]"
+# How the line naming the cause starts (depthtui/commands/show.py quotes it).
+CAUSE = "cause: "
 
 _CERT = re.compile(
     r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSL certificate problem"
@@ -48,35 +50,29 @@ def failing_step(log_lines: Sequence[str]) -> str | None:
 
 
 def cause(log_lines: Sequence[str], *, proxy_on: bool, substituted: Sequence[str]) -> str | None:
-    """The cause of a failed step, when the log shows one, with its remedy."""
+    """The cause of a failed step, when the log shows one: what, the remedy, then the step."""
     text = "\n".join(log_lines)
     step = failing_step(log_lines)
-    where = f"{step}: " if step else ""
+    at = f"; at {step}" if step else ""
     cert = next((m.group(0) for m in _CERT.finditer(text)), None)
     if cert is not None:
         if proxy_on:
             return (
-                f"{where}the build could not verify a TLS certificate ({cert}) although "
-                "--build-proxy handed the host's CA bundle over: that bundle does not hold the "
-                "proxy's CA (point SSL_CERT_FILE at one that does; docs/builds.md)"
+                f"{cert}: the build does not trust a TLS certificate although --build-proxy "
+                "handed it the host's CA bundle, which then lacks the proxy's CA (point "
+                f"SSL_CERT_FILE at one that holds it; docs/builds.md){at}"
             )
         return (
-            f"{where}the build could not verify a TLS certificate ({cert}): a TLS-intercepting "
-            "proxy? Run again with `depthtui --build-proxy ...` (or DEPTHTUI_BUILD_PROXY=1) to "
-            "hand the host's CA bundle and proxy settings to the build (docs/builds.md)"
+            f"{cert}: the build does not trust a TLS certificate (a TLS-intercepting proxy?); "
+            "run with `depthtui --build-proxy ...` to hand it the host's CA bundle and proxy "
+            f"settings (docs/builds.md){at}"
         )
     if substituted and step and _PPA.search(step):
         froms = ", ".join(substituted)
         return (
-            f"{where}adds an Ubuntu PPA, but FROM {froms} cannot be had on this engine and the "
-            "Debian base depthtui/base:bookworm was substituted: a PPA serves Ubuntu releases "
-            "only (make the image available: docker pull or docker load)"
-        )
-    if substituted and step:
-        froms = ", ".join(substituted)
-        return (
-            f"{where}failed on the Debian base depthtui/base:bookworm, substituted for FROM "
-            f"{froms} (not present, not pullable): the step may need that image"
+            f"an Ubuntu PPA on a Debian base: FROM {froms} cannot be had on this engine (not "
+            "present, not pullable) and depthtui/base:bookworm was substituted, but a PPA serves "
+            f"Ubuntu only (docker pull or docker load the image){at}"
         )
     return None
 

@@ -352,14 +352,17 @@ def _run_build(
         lines = Path(log.name).read_text(encoding="utf-8", errors="replace").splitlines()
         tail = "\n".join(lines[-LOG_TAIL_LINES:])
         step_failed = task_fault and not expired.is_set()
-        # The cause first (the tail ends with the failing command, which says where, not why).
+        # The cause right after the first line (the tail ends with the failing command, which
+        # says where, not why; a long tail may be cut where the detail is stored).
         why = build_errors.cause(lines, proxy_on=proxy_on, substituted=substituted)
-        head = f"building the image of {task.id} failed" + (f": {why}" if why else "")
-        detail = f"{head} (log: {log.name}):\n{tail}"
+        head = [f"building the image of {task.id} failed (log: {log.name}):"]
+        if why:
+            head.append(build_errors.CAUSE + why)
         if step_failed and not build_errors.deterministic(lines):
             task_fault = False  # the network or a mirror: a later try may build
         elif step_failed:
-            detail += "\n" + build_errors.NOT_RETRIED
+            head.append(build_errors.NOT_RETRIED)
+        detail = "\n".join([*head, tail])
         if task_fault:
             _FAILED_BUILDS[tag] = (time.monotonic(), detail)
         raise SandboxError("build", detail)
