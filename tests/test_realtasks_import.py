@@ -208,3 +208,19 @@ def test_an_imported_trial_goes_back_out_as_harbor_wrote_it(imported, tmp_path: 
             ]
         else:
             assert not (back[name] / "verifier" / "ctrf.json").exists()
+
+
+def test_a_depthtui_json_not_in_its_format_is_named(tmp_path: Path) -> None:
+    import shutil
+
+    trial = tmp_path / "status-counts__Qw1eR5t"
+    shutil.copytree(JOBS / "status-counts__Qw1eR5t", trial)
+    (trial / "depthtui.json").write_text('{"format": "depthtui-episode-0", "episode": {}}')
+    done = cli(tmp_path / "x.db", "import", "harbor", str(trial), "--json")
+    assert done.returncode == 1
+    [error] = json.loads(done.stdout)["errors"]
+    assert error.endswith(
+        "depthtui.json: format 'depthtui-episode-0'; expected 'depthtui-episode-1'"
+    ), error
+    # Nothing half-imported: the store holds no episode.
+    assert rows(tmp_path / "x.db", "SELECT id FROM episodes") == []
