@@ -393,5 +393,23 @@ V_ORACLE = """
 ALTER TABLE episodes ADD COLUMN oracle_way TEXT;
 """
 
-MIGRATIONS: list[str] = [V1_CORE, V2_SEARCH, V3_OUTCOMES, V4_TURNS, V5_REALTASKS, V_ORACLE]
+V_ROUNDTRIP = """
+-- A fault episode names its target in its own row too (engine/protocol/setup.py writes both);
+-- rows written before kept it in fault_records alone.
+UPDATE episodes SET fault_target = (
+        SELECT f.target FROM fault_records f WHERE f.episode_id = episodes.id
+    )
+    WHERE fault_target IS NULL
+    AND EXISTS (SELECT 1 FROM fault_records f WHERE f.episode_id = episodes.id);
+"""
+
+MIGRATIONS: list[str] = [
+    V1_CORE,
+    V2_SEARCH,
+    V3_OUTCOMES,
+    V4_TURNS,
+    V5_REALTASKS,
+    V_ORACLE,
+    V_ROUNDTRIP,
+]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from depthtui.commands.common import console, print_json
+from engine.sandbox.build_errors import CAUSE, NOT_RETRIED
 from store import vocab
 from store.db import Store
 
@@ -45,7 +46,7 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
             if e is None:
                 problems.append(f"{name} run missing")
             elif e["outcome"] != vocab.PASS and e["error_kind"]:
-                line = f"{_error_line(store, e)} ({WHOSE.get(e['outcome'], e['outcome'])})"
+                line = f"{_error_line(store, e)} ({_whose(store, e)})"
                 errors.setdefault(line, []).append(name)
         # Both runs usually meet the same error (the image would not build): say it once.
         problems += [
@@ -101,6 +102,17 @@ WHOSE = {
     vocab.INFRA_ERROR: "infrastructure: retried",
     vocab.TASK_BROKEN: "task broken: not retried",
 }
+
+
+def _whose(store: Store, episode: dict) -> str:
+    from store.episodes import get_episode
+
+    detail = (get_episode(store.conn, episode["id"]) or {}).get("error_detail") or ""
+    if NOT_RETRIED in detail:  # a build that fails the same way (docs/builds.md)
+        return "infrastructure: not retried, it fails the same way"
+    return WHOSE.get(episode["outcome"], episode["outcome"])
+
+
 NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be checked"
 DETAIL_LIMIT = 300
 
@@ -117,9 +129,13 @@ def _error_line(store: Store, episode: dict) -> str:
     if not lines:
         return f"{kind} error"
     first = lines[0].removeprefix(f"{kind}: ")
-    text = first if len(lines) == 1 else f"{first} ... {lines[-1]}"
-    if len(text) > DETAIL_LIMIT:
-        text = text[: DETAIL_LIMIT - 3] + "..."
+    # A build error names its cause on a line of its own (engine/sandbox/build_errors.py).
+    cause = next((line for line in lines[1:] if line.startswith(CAUSE)), None)
+    last = cause or lines[-1]
+    text = first if len(lines) == 1 else f"{first} ... {last}"
+    limit = DETAIL_LIMIT if cause is None else 2 * DETAIL_LIMIT  # a cause has its remedy
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     return f"{kind} error: {text}"
 
 
