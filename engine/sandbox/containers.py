@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import docker
 import docker.errors
 
-from engine.sandbox import freezer, procs
+from engine.sandbox import freezer, procs, snapshot
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.disk import DiskWatch, LayerUsage, over_limits
 from engine.sandbox.dockerapi import (
@@ -268,17 +268,16 @@ class DockerSandbox:
     def snapshot(self) -> str:
         """`docker commit` of the container (labelled as this owner's snapshot); the image id.
         The engine pauses a running container for the commit and leaves a frozen one frozen
-        (pause=True), so the image is one instant of the filesystem."""
+        (pause=True), so the image is one instant of the filesystem. Its deadline grows with
+        the layer's size (snapshot.py: SnapshotSlow past it)."""
         self._check_open()
-        try:
-            image = self.api.commit(
-                self._id,
-                changes=[f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
-                pause=True,
-            )
-        except docker.errors.APIError as exc:
-            raise SandboxError("snapshot", exc.explanation or str(exc)) from None
-        image_id = image["Id"]
+        usage = self.usage(self.disk_watch.guard.object_limit + 1) if self.disk_watch else None
+        image_id = snapshot.commit(
+            self.api,
+            self._id,
+            [f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
+            usage.bytes if usage is not None else None,
+        )
         self.snapshots.append(image_id)
         return image_id
 
