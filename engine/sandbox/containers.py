@@ -276,7 +276,7 @@ class DockerSandbox:
             self.api,
             self._id,
             [f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
-            usage.bytes if usage is not None else None,
+            usage,
         )
         self.snapshots.append(image_id)
         return image_id

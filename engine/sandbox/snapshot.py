@@ -3,12 +3,13 @@
 A commit writes out the writable layer, so its time grows with what the agent left. The Docker
 client's fixed 120 s read timeout made a big layer an infrastructure error (left out of rates,
 tried again) and left the late image behind (issue 24). Here the deadline is COMMIT_BASE_S plus
-one second per COMMIT_BYTES_PER_S of the layer's apparent size; past it the commit is given up,
+one second per COMMIT_BYTES_PER_S of the layer's apparent size and per COMMIT_OBJECTS_PER_S of
+its objects; past it the commit is given up,
 and the image the engine may still finish is removed when it appears (a watcher thread; the
 next engine's gc otherwise, by the owner label the image inherits). A commit past its deadline
-on a layer of at least AGENT_DATA_BYTES is the agent's data's doing: `SnapshotSlow` with
-`agents` True, which the episode stores as the agent's failure (`snapshot_timeout`); on a small
-layer it is the engine's (infrastructure).
+on a layer of at least AGENT_DATA_BYTES (or AGENT_DATA_OBJECTS) is the agent's data's doing:
+`SnapshotSlow` with `agents` True, which the episode stores as the agent's failure
+(`snapshot_timeout`); on a small layer it is the engine's (infrastructure).
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ import docker.errors
 import requests.exceptions
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.disk import LayerUsage
 
 COMMIT_BASE_S = 120.0
 COMMIT_BYTES_PER_S = 16 << 20
-# A layer this large is the agent's doing: a commit of it past its deadline is the agent's.
+COMMIT_OBJECTS_PER_S = 2000  # many small files cost a commit time too
+# A layer this large (or holding this many objects) is the agent's doing: a commit of it past
+# its deadline is the agent's.
 AGENT_DATA_BYTES = 1 << 30
+AGENT_DATA_OBJECTS = 100_000
 # How long the watcher waits for an abandoned commit's image, to remove it.
 LATE_IMAGE_WAIT_S = 3600.0
 LATE_IMAGE_POLL_S = 5.0
@@ -41,20 +46,22 @@ class SnapshotSlow(SandboxError):
         self.agents = agents
 
 
-def commit_deadline(layer_bytes: int | None) -> float:
-    """Seconds a commit of a layer of `layer_bytes` (apparent; None: unknown) may take."""
-    return COMMIT_BASE_S + max(layer_bytes or 0, 0) / COMMIT_BYTES_PER_S
+def commit_deadline(layer: LayerUsage | None) -> float:
+    """Seconds a commit of `layer` (apparent sizes; None: not readable here) may take."""
+    if layer is None:
+        return COMMIT_BASE_S
+    return COMMIT_BASE_S + layer.bytes / COMMIT_BYTES_PER_S + layer.objects / COMMIT_OBJECTS_PER_S
 
 
 def commit(
     api: docker.APIClient,
     container_id: str,
     changes: Sequence[str],
-    layer_bytes: int | None,
+    layer: LayerUsage | None,
 ) -> str:
     """`docker commit` (paused) of the container; its image id. SnapshotSlow past the deadline,
     SandboxError when the engine refuses."""
-    deadline = commit_deadline(layer_bytes)
+    deadline = commit_deadline(layer)
     params = {"container": container_id, "changes": list(changes), "pause": True}
     started = time.monotonic()
     try:
@@ -63,8 +70,14 @@ def commit(
         return str(api._result(response, json=True)["Id"])
     except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
         remove_when_done(api, container_id, started)
-        big = (layer_bytes or 0) >= AGENT_DATA_BYTES
-        size = f"{(layer_bytes or 0) >> 20} MiB" if layer_bytes is not None else "an unread size"
+        big = layer is not None and (
+            layer.bytes >= AGENT_DATA_BYTES or layer.objects >= AGENT_DATA_OBJECTS
+        )
+        size = (
+            f"{layer.bytes >> 20} MiB in {layer.objects} objects"
+            if layer is not None
+            else "a layer not readable here"
+        )
         whose = (
             "the agent's data made it slow"
             if big
