@@ -13,6 +13,9 @@ test_outcomes_adversarial.py, whose counts are fixed).
   The verifier's output is read and bounded by the engine: the agent's failure
   (verifier_output), in seconds, not at the verifier timeout, writing next to nothing on the
   host's temporary folder.
+- quitter (import-module, a pytest task whose tests import the agent's module): the module
+  calls `os._exit(2)`, the runner's own refusal status: the agent's failure (verifier_killed),
+  not an infrastructure error tried again.
 - sparse (print-output): `truncate -s 3G` under the 10 GiB storage limit, then solves: a
   snapshot would write the holes out in full (43 s and a 3.4 GB image here), so holes past the
   1 GiB allowance are the agent's failure (storage_limit), never committed; no snapshot image
@@ -46,6 +49,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 pytest_plugins = ["tests.fixtures_verify"]
 
 PRINT_OUTPUT = ROOT / "tests" / "fixtures" / "adversarial" / "print-output"
+IMPORT_MODULE = ROOT / "tests" / "fixtures" / "adversarial" / "import-module"
 MARKER = "DEPTHTUI-OFFLINE-MISSING: python3-requests"
 CHANGES = "/home/user/release/CHANGES.md"
 # A wrong changelog holding the marker twice: on a line of its own and after a vertical tab.
@@ -56,9 +60,13 @@ PLANS: dict[str, tuple[str, ...]] = {
     "m-launderer-key": (f"{LAUNDER} && {DELETE_KEY}",),
     "m-flooder": ("ln -s /dev/zero /home/user/out.txt && ls -l /home/user/out.txt",),
     "m-sparse": ("truncate -s 3G /home/user/sparse && echo 42 > /home/user/out.txt",),
+    # Exits the runner's process with the runner's own refusal status when the tests import it.
+    "m-quitter": ("printf 'import os\\nos._exit(2)\\n' > /home/user/counter.py",),
 }
 RELEASE = {"launderer": "m-launderer", "launderer-key": "m-launderer-key"}
 PRINTS = {"flooder": "m-flooder", "sparse": "m-sparse"}
+IMPORTS = {"quitter": "m-quitter"}
+ATTACKERS = {**RELEASE, **PRINTS, **IMPORTS}
 SNAPSHOTS = ["docker", "images", "-q", "--no-trunc", "--filter", "label=depthtui.role=snapshot"]
 
 
@@ -116,7 +124,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, toolchain: object):
     owners: list[str] = []
     try:
         with ScriptedServer(endless(policy), models=tuple(PLANS)) as server:
-            models = write_models(tmp / "models.toml", server, {**RELEASE, **PRINTS})
+            models = write_models(tmp / "models.toml", server, ATTACKERS)
             common = ["--attempts", "1", "--workers", "2", "--models", str(models), "--json"]
             # `episodes` (the recovery bench) plants personal files, a private key among them.
             release = ["episodes", str(DEMO / "release-train"), *common]
@@ -130,6 +138,9 @@ def run(tmp_path_factory: pytest.TempPathFactory, toolchain: object):
             with TempWatch() as watch:
                 second = run_cli(prints, db, owners=owners)
             assert rows(db, "SELECT id FROM episodes WHERE agent = 'sparse'"), second.stderr[-3000:]
+            imports = ["free", str(IMPORT_MODULE), *common, "--model", "quitter", "--accept-risk"]
+            third = run_cli(imports, db, owners=owners)
+            assert rows(db, "SELECT id FROM episodes WHERE agent = 'quitter'"), third.stderr[-3000:]
             report = run_cli(["report", "--json", "--model", "launderer-key"], db)
             yield {
                 "db": db,
@@ -202,10 +213,20 @@ def test_a_sparse_file_is_never_committed_and_leaves_no_image(run: dict) -> None
     assert not run["left"], run["left"]
 
 
+def test_the_runners_refusal_status_from_imported_code_is_the_agents(run: dict) -> None:
+    """`os._exit(2)` in the module the tests import: the runner's refusal status with no record.
+    It used to be an infrastructure error (left out, tried three times); the tests run once
+    more without the agent, where the runner starts, so it is the agent's."""
+    ep = episode(run, "quitter")
+    assert ep["error_kind"] == "verifier_killed", (ep["error_kind"], ep["error_detail"])
+    assert ep["outcome"] == "agent_error" and ep["reward"] == 0.0
+    assert "runner_refused" in ep["error_detail"]
+
+
 def test_no_try_was_retried(run: dict) -> None:
     """Every attack is the agent's (or a plain fail): none is an infrastructure error, tried
     again. (`episodes` also runs the reference and a no-op agent to validate the task.)"""
     found = rows(run["db"], "SELECT agent, outcome, error_kind FROM episodes")
-    attacks = [o for o in found if o["agent"] in {**RELEASE, **PRINTS}]
-    assert len(attacks) == 4, found
+    attacks = [o for o in found if o["agent"] in ATTACKERS]
+    assert len(attacks) == len(ATTACKERS), found
     assert all(o["outcome"] != "infra_error" for o in found), found
