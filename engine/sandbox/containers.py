@@ -56,6 +56,8 @@ class DockerSandbox:
         self.agent_gid = task.agent_uid
         self.sleeper_pid: int | None = None
         self.snapshots: list[str] = []
+        # The layer as over_limits just summed it, for the snapshot right after (one walk).
+        self._measured: LayerUsage | None = None
         self.closed = False
         self.shell: PersistentShell | None = None
         self.disk_watch: DiskWatch | None = None
@@ -238,7 +240,8 @@ class DockerSandbox:
         watch = self.disk_watch
         if watch is None:
             return None
-        return over_limits(watch.guard, self.usage(watch.guard.object_limit + 1))
+        self._measured = self.usage(watch.guard.object_limit + 1)
+        return over_limits(watch.guard, self._measured)
 
     def _kill_inside(self) -> list[tuple[int, str]]:
         if self.agent_uid != 0:
@@ -271,7 +274,9 @@ class DockerSandbox:
         (pause=True), so the image is one instant of the filesystem. Its deadline grows with
         the layer's size (snapshot.py: SnapshotSlow past it)."""
         self._check_open()
-        usage = self.usage(self.disk_watch.guard.object_limit + 1) if self.disk_watch else None
+        usage, self._measured = self._measured, None
+        if usage is None and self.disk_watch is not None:
+            usage = self.usage(self.disk_watch.guard.object_limit + 1)
         image_id = snapshot.commit(
             self.api,
             self._id,
