@@ -49,6 +49,7 @@ COMMAND = f"({TESTS_MOUNT}/test.sh) 2>&1"
 # the per-test records), the run is stopped: the agent's failure (`output_flood`), since only
 # what the agent left makes a task's test.sh print or write that much.
 FLOOD_LIMIT = 256 * 1024 * 1024
+FLOOD_OBJECTS = 100_000
 READ_LIMIT = 1024 * 1024
 # Records beyond this many pytest runs in one test.sh are ignored (and said so).
 MAX_RECORDS = 50
@@ -316,7 +317,8 @@ def _judge(
     tc: Toolchain,
 ) -> HarborVerdict:
     text = run.stdout.decode("utf-8", "replace")
-    tail = text if len(text) <= OUTPUT_TAIL else "[...]" + text[-OUTPUT_TAIL:]
+    size = run.output_bytes or len(run.stdout)
+    tail = text if len(text) <= OUTPUT_TAIL else f"[... {size} bytes in all]" + text[-OUTPUT_TAIL:]
     common = {
         "output": tail,
         "changes": changes,
@@ -345,10 +347,13 @@ def _judge(
 
 
 def _written_past(limit: int, *folders: Path) -> str:
-    """Why the host folders a verifier run writes into hold too much ("" when they do not)."""
-    total = sum(layer_usage(f, budget_s=0.2).bytes for f in folders)
-    if total > limit:
+    """Why the host folders a verifier run writes into hold too much ("" when they do not):
+    more than `limit` bytes (apparent sizes), or more than FLOOD_OBJECTS files and folders."""
+    usages = [layer_usage(f, FLOOD_OBJECTS + 1, budget_s=0.2) for f in folders]
+    if sum(u.bytes for u in usages) > limit:
         return f"it wrote more than {limit >> 20} MiB into {LOGS_MOUNT} and its records"
+    if sum(u.objects for u in usages) > FLOOD_OBJECTS:
+        return f"it made more than {FLOOD_OBJECTS} files in {LOGS_MOUNT} and its records"
     return ""
 
 
