@@ -55,6 +55,8 @@ AGENT_KINDS = frozenset(
         "no_test_record",  # test.sh's pytest left no record in the agent's state (it did without)
         "setup_after_agent",  # a later segment's setup or healthcheck failed in the agent's state
         "shell_forgery",  # a command forged the shell's end mark (docs/sandbox.md)
+        "verifier_output",  # test.sh printed or wrote past its bound on what the agent left
+        "snapshot_timeout",  # the commit of the agent's container ran past its data's deadline
     }
 )
 # Error kinds of the task's own files.
@@ -84,6 +86,7 @@ AGENT_CODES = {
     "abnormal_exit": "verifier_killed",
     "bad_signature": "forged_record",
     "duplicate_record": "forged_record",
+    "output_flood": "verifier_output",
 }
 
 

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from engine.oracle import episode as oracle_steps
 from engine.protocol.state import AfterAgent, EpisodeRun
 from engine.sandbox.base import SandboxError
+from engine.sandbox.snapshot import SnapshotSlow
 from engine.verify.grade import Grade, grade_sandbox
 
 
@@ -42,7 +43,8 @@ def seal(run: EpisodeRun, last: bool, after_agent: AfterAgent | None) -> str | G
     the limits and the snapshot (an earlier segment's processes live on into the next, a
     server it started say, but nothing they do after the freeze reaches its grade). The
     snapshot's image id, or the agent's failure when its container is over its storage or
-    object limit (never committed: docs/sandbox.md)."""
+    object limit (never committed: docs/sandbox.md) or its data made the commit run past its
+    deadline (engine/sandbox/snapshot.py)."""
     sandbox, oracle = run.sandbox, run.oracle
     assert sandbox is not None and oracle is not None
     if last:
@@ -55,7 +57,12 @@ def seal(run: EpisodeRun, last: bool, after_agent: AfterAgent | None) -> str | G
         with run.phase("snapshot"):  # the limits first: over one, nothing is committed
             over = sandbox.over_limits()
             if over is None:
-                return sandbox.snapshot()
+                try:
+                    return sandbox.snapshot()
+                except SnapshotSlow as exc:
+                    if not exc.agents:
+                        raise  # the engine's slowness on a small layer: infrastructure
+                    over = ("snapshot_timeout", exc.detail)
         kind, reason = over
         run.event("warning", detail=reason)
         # A reward-only test.sh still reads 0 of 1 (no per-test results).

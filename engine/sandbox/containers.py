@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import docker
 import docker.errors
 
-from engine.sandbox import freezer, procs
+from engine.sandbox import freezer, procs, snapshot
 from engine.sandbox.base import CallResult, ExecResult, SandboxError
 from engine.sandbox.disk import DiskWatch, LayerUsage, over_limits
 from engine.sandbox.dockerapi import (
@@ -56,6 +56,8 @@ class DockerSandbox:
         self.agent_gid = task.agent_uid
         self.sleeper_pid: int | None = None
         self.snapshots: list[str] = []
+        # The layer as over_limits just summed it, for the snapshot right after (one walk).
+        self._measured: LayerUsage | None = None
         self.closed = False
         self.shell: PersistentShell | None = None
         self.disk_watch: DiskWatch | None = None
@@ -243,7 +245,8 @@ class DockerSandbox:
         watch = self.disk_watch
         if watch is None:
             return None
-        return over_limits(watch.guard, self.usage(watch.guard.object_limit + 1))
+        self._measured = self.usage(watch.guard.object_limit + 1)
+        return over_limits(watch.guard, self._measured)
 
     def _kill_inside(self) -> list[tuple[int, str]]:
         if self.agent_uid != 0:
@@ -273,17 +276,18 @@ class DockerSandbox:
     def snapshot(self) -> str:
         """`docker commit` of the container (labelled as this owner's snapshot); the image id.
         The engine pauses a running container for the commit and leaves a frozen one frozen
-        (pause=True), so the image is one instant of the filesystem."""
+        (pause=True), so the image is one instant of the filesystem. Its deadline grows with
+        the layer's size (snapshot.py: SnapshotSlow past it)."""
         self._check_open()
-        try:
-            image = self.api.commit(
-                self._id,
-                changes=[f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
-                pause=True,
-            )
-        except docker.errors.APIError as exc:
-            raise SandboxError("snapshot", exc.explanation or str(exc)) from None
-        image_id = image["Id"]
+        usage, self._measured = self._measured, None
+        if usage is None and self.disk_watch is not None:
+            usage = self.usage(self.disk_watch.guard.object_limit + 1)
+        image_id = snapshot.commit(
+            self.api,
+            self._id,
+            [f"LABEL {LABEL_ROLE}={ROLE_SNAPSHOT}"],
+            usage,
+        )
         self.snapshots.append(image_id)
         return image_id
 

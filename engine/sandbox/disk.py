@@ -59,12 +59,21 @@ def _free_files(path: Path) -> int:
     return os.statvfs(path).f_favail
 
 
+# Holes (apparent size past the blocks allocated) the agent's files may hold in all. A snapshot
+# (`docker commit`) writes a hole out in full, at disk speed: `truncate -s 9500M f`, under a
+# 10 GiB storage limit, made a 10 GB image and a commit past Docker's 120 s timeout (issue 24).
+# Past this allowance the container is never committed (storage_limit), so what is committed is
+# at most the storage limit in real data plus this much.
+HOLES_ALLOWANCE = 1 << 30
+
+
 @dataclass(frozen=True)
 class LayerUsage:
     bytes: int  # apparent: the larger of size and allocated blocks, per object
     objects: int
     whole: bool  # every folder was read (else both are lower bounds)
     too_deep: bool = False  # folders nested deeper than MAX_LAYER_DEPTH
+    holes: int = 0  # apparent size past the allocated blocks, summed over regular files
 
 
 def layer_usage(
@@ -77,7 +86,7 @@ def layer_usage(
         root_fd = os.open(os.fspath(root), _OPEN_DIR)
     except OSError:
         return LayerUsage(0, 0, False)
-    total = objects = 0
+    total = objects = holes = 0
     too_deep = False
     # Depth-first, one open descriptor per level: (folder, its subfolders not yet walked).
     stack: list[tuple[int, list[str]]] = []
@@ -85,9 +94,10 @@ def layer_usage(
     try:
         while True:
             if fd is not None:
-                size, count, names = _read_folder(fd)
+                size, count, hollow, names = _read_folder(fd)
                 total += size
                 objects += count
+                holes += hollow
                 stack.append((fd, names))
                 fd = None
             if not stack:
@@ -95,7 +105,7 @@ def layer_usage(
             if (deadline is not None and time.monotonic() > deadline) or (
                 max_objects is not None and objects > max_objects
             ):
-                return LayerUsage(total, objects, False, too_deep)
+                return LayerUsage(total, objects, False, too_deep, holes)
             parent, names = stack[-1]
             if not names:
                 os.close(parent)
@@ -109,15 +119,15 @@ def layer_usage(
                 fd = os.open(name, _OPEN_DIR, dir_fd=parent)
             except OSError:
                 fd = None  # gone or swapped meanwhile
-        return LayerUsage(total, objects, not too_deep, too_deep)
+        return LayerUsage(total, objects, not too_deep, too_deep, holes)
     finally:
         for open_fd, _ in stack:
             os.close(open_fd)
 
 
-def _read_folder(fd: int) -> tuple[int, int, list[str]]:
-    """(bytes, objects) of a folder's entries and the names of its subfolders."""
-    total = count = 0
+def _read_folder(fd: int) -> tuple[int, int, int, list[str]]:
+    """(bytes, objects, holes) of a folder's entries and the names of its subfolders."""
+    total = count = holes = 0
     names = []
     try:
         with os.scandir(fd) as it:
@@ -128,11 +138,13 @@ def _read_folder(fd: int) -> tuple[int, int, list[str]]:
                 except OSError:
                     continue
                 total += max(st.st_size, st.st_blocks * 512)
-                if stat.S_ISDIR(st.st_mode):
+                if stat.S_ISREG(st.st_mode):
+                    holes += max(st.st_size - st.st_blocks * 512, 0)
+                elif stat.S_ISDIR(st.st_mode):
                     names.append(entry.name)
     except OSError:
         pass
-    return total, count, names
+    return total, count, holes, names
 
 
 def layer_bytes(root: Path, budget_s: float = WALK_BUDGET_S) -> tuple[int, bool]:
@@ -196,6 +208,11 @@ class DiskGuard:
                 f"the container holds more new files and folders than its limit of "
                 f"{self.object_limit} (or folders nested over {MAX_LAYER_DEPTH} deep)"
             )
+        if self._layer.holes > HOLES_ALLOWANCE:
+            return (
+                f"the container's sparse files hold more than {HOLES_ALLOWANCE >> 20} MiB of "
+                "holes (a snapshot writes them out in full)"
+            )
         return None
 
     def settle(self) -> None:
@@ -222,6 +239,13 @@ def over_limits(guard: DiskGuard, usage: LayerUsage | None) -> tuple[str, str] |
             f"the agent left {usage.bytes >> 20} MiB in the container's writable layer (apparent "
             f"sizes), over its storage limit of {guard.limit >> 20} MiB; it was not snapshotted "
             "or graded",
+        )
+    if usage.holes > HOLES_ALLOWANCE:
+        return (
+            "storage_limit",
+            f"the agent left sparse files holding {usage.holes >> 20} MiB of holes, over the "
+            f"allowance of {HOLES_ALLOWANCE >> 20} MiB (a snapshot writes holes out in full); it "
+            "was not snapshotted or graded",
         )
     return None
 

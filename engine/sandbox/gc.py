@@ -32,6 +32,28 @@ def remove_image(client: docker.DockerClient, image_id: str) -> bool:
     return True
 
 
+def end_container(api: docker.APIClient, container_id: str, paused: bool) -> None:
+    """Kill and remove a container. One left paused (frozen) by a dead harness, its agent's
+    processes alive in it (a `docker exec` from outside raced the harness's freeze, issue 24),
+    is killed while frozen (the SIGKILLs stay pending: no process of it runs one more
+    instruction) and thawed, so the kills land whatever the engine does with a frozen
+    container, then removed."""
+    if paused:
+        try:
+            api.kill(container_id)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError:
+            pass  # the removal below kills it too
+        try:
+            api.unpause(container_id)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError:
+            pass  # not paused any more (killed and thawed by the engine)
+    api.remove_container(container_id, force=True, v=True)
+
+
 def gc(
     owner_alive: Callable[[str], bool] = process_runs,
     *,
@@ -48,7 +70,7 @@ def gc(
         owner = (c.get("Labels") or {}).get(LABEL_OWNER, "")
         if everything or not owner_alive(owner):
             try:
-                api.remove_container(c["Id"], force=True, v=True)
+                end_container(api, c["Id"], paused=c.get("State") == "paused")
                 containers.append(c["Id"])
             except docker.errors.NotFound:
                 pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import docker
@@ -22,11 +22,14 @@ from docker.types import LogConfig
 from engine.sandbox.base import SandboxError
 from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
 from engine.tasks.model import Limits
+from engine.verify import stream
 
 # Both streams share one json-file log of at most this size; older output is dropped first, so
 # the runner's record (printed last) survives a flood of test output.
 LOG_MAX_SIZE = "16m"
 OUTPUT_LIMIT = 16 * 1024 * 1024
+# How often a streamed run asks its `watch` (the size of the host folders it writes into).
+WATCH_EVERY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class RunResult:
     timed_out: bool
     oom_killed: bool
     duration_s: float
+    # A streamed run (`output_limit`): how many bytes both streams carried in all, and why the
+    # run was stopped before its end for what it printed or wrote ("" when it was not).
+    output_bytes: int = 0
+    flooded: str = ""
 
 
 def docker_client() -> docker.DockerClient:
@@ -71,12 +78,25 @@ def run_once(
     labels: Mapping[str, str] | None = None,
     drop_all_caps: bool = True,
     network_mode: str = "none",
+    output_limit: int | None = None,
+    watch: Callable[[], str] | None = None,
 ) -> RunResult:
     """Run `argv` once in a new container of `image` with no network and the agent's limits;
     raise SandboxError when Docker itself fails (never for what the command does).
     `network_mode` "container:ID" joins the offline network namespace (loopback, /etc/hosts)
-    of a services container (services.py) instead."""
+    of a services container (services.py) instead.
+
+    With `output_limit`, both streams are read by this process as they come (nothing is logged
+    by the engine on the host) and kept as a head and a tail (`stream.BoundedOutput`); past the
+    limit, or when `watch` (asked every WATCH_EVERY_S) names a reason, the container is killed
+    and the result says why (`flooded`)."""
     api = client.api
+    streamed = output_limit is not None
+    log_config = (
+        LogConfig(type="none", config={})
+        if streamed
+        else LogConfig(type="json-file", config={"max-size": LOG_MAX_SIZE, "max-file": "1"})
+    )
     host_config = api.create_host_config(
         binds=[b.spec() for b in binds],
         network_mode=network_mode,
@@ -88,7 +108,7 @@ def run_once(
         cap_drop=["ALL"] if drop_all_caps else None,
         # A static init (docker-init from the host) reaps what the tests leave behind.
         init=True,
-        log_config=LogConfig(type="json-file", config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
+        log_config=log_config,
     )
     try:
         created = api.create_container(
@@ -114,9 +134,17 @@ def run_once(
         sock = None
         if stdin is not None:
             sock = api.attach_socket(cid, params={"stdin": 1, "stream": 1})
+        if streamed:
+            # Attached before the start, so no byte is missed.
+            out = stream.attach(api, cid)
         api.start(cid)
         if sock is not None:
             _send_and_close(sock, stdin or b"")
+        if streamed:
+            assert output_limit is not None
+            return _streamed_result(
+                api, cid, out, output_limit, watch, started, started + timeout_s
+            )
         timed_out = False
         exit_code: int | None = None
         try:
@@ -142,6 +170,64 @@ def run_once(
     finally:
         with contextlib.suppress(docker.errors.DockerException):
             api.remove_container(cid, force=True, v=True)
+
+
+def _streamed_result(
+    api: docker.APIClient,
+    cid: str,
+    out: stream.Attached,
+    limit: int,
+    watch: Callable[[], str] | None,
+    started: float,
+    deadline: float,
+) -> RunResult:
+    """Read the run's output until it ends, its deadline passes, it prints past `limit` or
+    `watch` names a reason to stop it; then its result (output as stdout, stderr empty)."""
+    kept = stream.BoundedOutput()
+    flooded = ""
+    timed_out = False
+    next_watch = time.monotonic() + WATCH_EVERY_S
+    try:
+        while not out.ended:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            out.read_into(kept, min(deadline - now, WATCH_EVERY_S))
+            if kept.total > limit:
+                flooded = f"it printed more than {limit >> 20} MiB"
+                break
+            if watch is not None and time.monotonic() >= next_watch:
+                next_watch = time.monotonic() + WATCH_EVERY_S
+                flooded = watch()
+                if flooded:
+                    break
+    finally:
+        out.close()
+    exit_code: int | None = None
+    if timed_out or flooded:
+        with contextlib.suppress(docker.errors.DockerException):
+            api.kill(cid)
+    else:
+        try:
+            left = max(deadline - time.monotonic(), 1.0)
+            exit_code = int(api.wait(cid, timeout=left)["StatusCode"])
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            timed_out = True
+            with contextlib.suppress(docker.errors.DockerException):
+                api.kill(cid)
+    duration = time.monotonic() - started
+    state = api.inspect_container(cid)["State"]
+    return RunResult(
+        exit_code=exit_code,
+        stdout=kept.text(),
+        stderr=b"",
+        timed_out=timed_out,
+        oom_killed=bool(state.get("OOMKilled")),
+        duration_s=duration,
+        output_bytes=kept.total,
+        flooded=flooded,
+    )
 
 
 def _send_and_close(sock: object, data: bytes) -> None:

@@ -1,8 +1,10 @@
 """The verifier for Harbor tasks (docs/verifier.md): `tests/test.sh` writes the reward.
 
 In a fresh container from the snapshot: the tests at /tests (read-only), test.sh made to run
-offline with the trusted pytest (preamble.py), run as `(/tests/test.sh) >
-/logs/verifier/test-stdout.txt 2>&1` in the workdir, its exit code ignored. /logs/verifier is a
+offline with the trusted pytest (preamble.py), run as `(/tests/test.sh) 2>&1` in the workdir,
+its exit code ignored. Its output is read by this process from the container's stream, a head
+and a tail kept (stream.py): nothing it prints is written to the host, and past FLOOD_LIMIT the
+run is stopped as the agent's failure (`output_flood`). /logs/verifier is a
 fresh host folder mounted over whatever the snapshot holds there, so no reward file the agent
 left behind counts, and no agent process survives into the run. reward.json wins over
 reward.txt; missing, empty or garbage is a verifier error.
@@ -27,6 +29,7 @@ from pathlib import Path
 import docker
 
 from engine.sandbox.base import SandboxError
+from engine.sandbox.disk import layer_usage
 from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
@@ -40,7 +43,14 @@ from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolc
 from engine.verify.verdict import TestResult, grade
 
 LOGS_MOUNT = "/logs/verifier"
-COMMAND = f"({TESTS_MOUNT}/test.sh) > {LOGS_MOUNT}/test-stdout.txt 2>&1"
+# test.sh's output goes to the container's stdout, which this process reads and bounds
+# (engine/verify/stream.py), never to a file on the host: what it prints can be the agent's.
+COMMAND = f"({TESTS_MOUNT}/test.sh) 2>&1"
+# Past this much output, or this much in the host folders the run writes (/logs/verifier and
+# the per-test records), the run is stopped: the agent's failure (`output_flood`), since only
+# what the agent left makes a task's test.sh print or write that much.
+FLOOD_LIMIT = 256 * 1024 * 1024
+FLOOD_OBJECTS = 100_000
 READ_LIMIT = 1024 * 1024
 # Records beyond this many pytest runs in one test.sh are ignored (and said so).
 MAX_RECORDS = 50
@@ -73,7 +83,7 @@ class HarborVerdict:
     error_kind: str | None = None  # "verifier" whenever set
     error_code: str | None = None
     error_detail: str | None = None
-    output: str = ""  # tail of test-stdout.txt
+    output: str = ""  # tail of test.sh's output (stdout and stderr)
     changes: tuple[str, ...] = ()  # what the offline rewrite of test.sh changed
     risk: tuple[str, ...] = ()  # agent code the tests run (file:line: what)
     exit_code: int | None = None  # test.sh's; recorded, never used to grade
@@ -237,6 +247,8 @@ def run_harbor_verifier(
                 drop_all_caps=False,
                 # Beside what the task image's ENTRYPOINT started, when it has one.
                 network_mode=network_mode,
+                output_limit=FLOOD_LIMIT,
+                watch=lambda: _written_past(FLOOD_LIMIT, logs, results),
             )
         verdict = _judge(spec, run, logs, changes, risk, tc)
         if not rewrite.runs_pytest:
@@ -321,12 +333,9 @@ def _judge(
     risk: RiskReport,
     tc: Toolchain,
 ) -> HarborVerdict:
-    try:
-        stdout = _read_regular(logs / "test-stdout.txt") or b""
-    except RewardError as exc:
-        stdout = str(exc).encode()
-    text = stdout.decode("utf-8", "replace")
-    tail = text if len(text) <= OUTPUT_TAIL else "[...]" + text[-OUTPUT_TAIL:]
+    text = run.stdout.decode("utf-8", "replace")
+    size = run.output_bytes or len(run.stdout)
+    tail = text if len(text) <= OUTPUT_TAIL else f"[... {size} bytes in all]" + text[-OUTPUT_TAIL:]
     common = {
         "output": tail,
         "changes": changes,
@@ -335,6 +344,12 @@ def _judge(
         "toolchain_sha256": tc.sha256,
         "duration_s": run.duration_s,
     }
+    if run.flooded:
+        why = (
+            f"test.sh was stopped: {run.flooded} (it prints or copies what the agent left: a "
+            "link to /dev/zero, a huge file)"
+        )
+        return _error("output_flood", why, **common)
     if run.timed_out:
         return _error("timeout", f"test.sh ran past {spec.timeout_s:g} s and was killed", **common)
     if run.oom_killed:
@@ -349,6 +364,17 @@ def _judge(
     # The decision is said where the verifier's output is kept, after what test.sh printed.
     common["output"] = f"{tail}\n[depthtui] {'passed' if passed else 'failed'}: {gate}".lstrip("\n")
     return HarborVerdict(rewards=rewards, passed=passed, gate=gate, **common)
+
+
+def _written_past(limit: int, *folders: Path) -> str:
+    """Why the host folders a verifier run writes into hold too much ("" when they do not):
+    more than `limit` bytes (apparent sizes), or more than FLOOD_OBJECTS files and folders."""
+    usages = [layer_usage(f, FLOOD_OBJECTS + 1, budget_s=0.2) for f in folders]
+    if sum(u.bytes for u in usages) > limit:
+        return f"it wrote more than {limit >> 20} MiB into {LOGS_MOUNT} and its records"
+    if sum(u.objects for u in usages) > FLOOD_OBJECTS:
+        return f"it made more than {FLOOD_OBJECTS} files in {LOGS_MOUNT} and its records"
+    return ""
 
 
 def _missing_apt(client: docker.DockerClient, spec: HarborSpec, packages: Sequence[str]) -> str:

@@ -126,6 +126,8 @@ def blame(
     code = vocab.verifier_code(error_detail)
     if code in vocab.AGENT_CODES:
         return vocab.AGENT_CODES[code], error_detail
+    if code == "runner_refused":
+        return _refused(error_kind, error_detail, without_agent)
     if code in AMBIGUOUS_CODES:
         why = without_agent() if without_agent is not None else None
         if why is None:
@@ -136,6 +138,23 @@ def blame(
             return error_kind, f"{error_detail} [the tests fail so without the agent too]"
         return AGENT_KIND_OF.get(code, "collection_error"), error_detail
     return error_kind, error_detail
+
+
+def _refused(
+    error_kind: str, error_detail: str | None, without_agent: Callable[[], str | None] | None
+) -> tuple[str | None, str | None]:
+    """The runner exited with its own refusal status and no record. Only the exit status says
+    so, and code the tests import runs in the runner's process and can exit with it
+    (`os._exit(2)`), which would make the agent's failure an infrastructure error, left out of
+    the rates and tried again (issue 24). So the tests run once more without the agent: a
+    runner that refuses there too (or a run that cannot be made) is ours; one that starts is
+    the agent's state's doing (verifier_killed)."""
+    why = without_agent() if without_agent is not None else None
+    if why is None:
+        return error_kind, error_detail  # cannot tell: infrastructure, as a refusal is
+    if vocab.verifier_code(why) in ("docker", "toolchain", "runner_refused"):
+        return error_kind, f"{error_detail}; without the agent too: {why}"
+    return "verifier_killed", f"{error_detail} [the runner starts without the agent]"
 
 
 @dataclass(frozen=True)
