@@ -177,8 +177,8 @@ def run_segment(
         # the harness's (docs/work-and-turns.md), never a format error of the model's.
         by_harness = cut_off and room is not None and reply.request.get("max_tokens") == room
         notice = None
+        what = "conversation" if room_of == "context_length" else "episode's token budget"
         if by_harness:
-            what = "conversation" if room_of == "context_length" else "episode's token budget"
             notice = CUT_BY_HARNESS.format(what=what, room=room)
             format_error = None
         elif cut_off and not reply.commands and format_error is None:
@@ -230,7 +230,8 @@ def run_segment(
         if by_harness and not runnable:
             # All the room there was is used: another request could only be cut again.
             assert room_of is not None
-            return end(room_of, detail=f"a reply filled the {room} token(s) left ({notice})")
+            detail = f"the last reply was cut off at the {room} token(s) left in the {what}"
+            return end(room_of, detail=detail)
         reasons = {c.not_run_reason for c in calls}
         if calls and reasons == {"budget"}:
             return end("budget", detail="the agent kept calling after the budget was used up")

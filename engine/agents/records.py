@@ -55,6 +55,8 @@ class CallRecord:
             "not_run": self.not_run,
             "shell_restarted": bool(r and r.shell_restarted),
             "note": (r.note if r else "") or self.not_run_reason,
+            # All the command printed, though the store keeps only a head and a tail of it.
+            "output_bytes": r.output_bytes if r else 0,
             "observation": self.observation,
             "remaining_budget": self.remaining_budget,
             "duration_ms": r.duration_s * 1000 if r else 0.0,
