@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from depthtui.widgets.verdict_strip import strip_text, verdict_facts
-from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, error, text
 from engine.agents.actions import CALLS_PER_REPLY
 from engine.sandbox.output import HEAD_BYTES, TAIL_BYTES
 from store import views
@@ -39,8 +39,13 @@ PARTIAL_MARKUP = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -'
 CACHED = {"prompt_tokens_details": {"cached_tokens": 300}}
 
 
+REFUSAL = "This model's maximum context length is 1024 tokens. However, you requested 1500 tokens."
+
+
 def policy(body: dict[str, Any]) -> ScriptedReply:
     n = reply_number(body)
+    if body["model"] == "refusing-model":
+        return calls("ls") if n == 1 else error(400, REFUSAL)
     if body["model"] == "flood-model":
         script = [
             calls(*[FLOOD] * FLOOD_CALLS, content="Printing a lot."),
@@ -64,18 +69,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("loop")
     db = work / "depthtui.db"
     owners: list[str] = []
-    with ScriptedServer([policy] * 20, models=("flood-model", "tight-model")) as server:
+    served = ("flood-model", "tight-model", "refusing-model")
+    with ScriptedServer([policy] * 20, models=served) as server:
         models = work / "models.toml"
         models.write_text(
             f'[models.flood]\nbase_url = "{server.base_url}"\nmodel = "flood-model"\n\n'
             f'[models.tight]\nbase_url = "{server.base_url}"\nmodel = "tight-model"\n'
             "max_total_tokens = 1000\n"
-            "[models.tight.price]\nprompt_usd_per_mtok = 1.0\ncompletion_usd_per_mtok = 2.0\n"
+            "[models.tight.price]\nprompt_usd_per_mtok = 1.0\ncompletion_usd_per_mtok = 2.0\n\n"
+            f'[models.refusing]\nbase_url = "{server.base_url}"\nmodel = "refusing-model"\n'
         )
         base = ["free", str(DEMO / "error-count"), "--attempts", "1", "--models", str(models)]
         try:
             # The store exists with the task in it before the flood, so the growth is the run's.
             tight = run_cli([*base, "-m", "tight"], db, owners=owners)
+            refusing = run_cli([*base, "-m", "refusing"], db, owners=owners)
             size_before = _size(db)
             flood = run_cli([*base, "-m", "flood"], db, owners=owners)
             size_after = _size(db)
@@ -83,6 +91,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             cleanup(owners)
         requests = [r.body for r in server.chat_requests]
     assert tight.returncode == 0, tight.stderr[-3000:]
+    assert refusing.returncode == 0, refusing.stderr[-3000:]
     assert flood.returncode == 0, flood.stderr[-3000:]
     return {
         "db": db,
@@ -171,6 +180,16 @@ def test_the_harnesss_own_cut_off_is_no_format_error_and_the_full_context_is_sta
     finally:
         conn.close()
     assert f"context full: {ep['end_detail']}" in strip_text(facts).plain
+
+
+def test_a_prompt_the_server_refuses_ends_context_length_with_its_words_kept(runs) -> None:
+    db = runs["db"]
+    ep = _episode(db, "refusing")
+    assert ep["end_reason"] == "context_length" and ep["error_kind"] is None
+    assert ep["end_detail"] == REFUSAL
+    shown = run_cli(["show", str(ep["id"])], db)
+    assert shown.returncode == 0, shown.stderr
+    assert f"ended by context_length ({REFUSAL})" in " ".join(shown.stdout.split())
 
 
 def test_report_gives_tokens_per_model_and_no_price_without_one(runs) -> None:
