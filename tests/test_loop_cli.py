@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from depthtui.widgets.turn_view import turn_header
 from depthtui.widgets.verdict_strip import strip_text, verdict_facts
 from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, error, text
 from engine.agents.actions import CALLS_PER_REPLY
@@ -173,13 +174,17 @@ def test_the_harnesss_own_cut_off_is_no_format_error_and_the_full_context_is_sta
     doc = run_cli(["show", str(ep["id"]), "--json"], db).json()
     assert doc["episode"]["end_detail"] == ep["end_detail"]
     assert [t["cut_by_harness"] for t in doc["turns"]] == [False, True]
-    # The TUI's verdict strip says it too.
+    # The TUI's verdict strip says it too, and the replay heads the reply as the harness's.
     conn = open_reader(db)
     try:
-        facts = verdict_facts(views.episode(conn, ep["id"]), (), (), None, None)
+        info = views.episode(conn, ep["id"])
+        facts = verdict_facts(info, (), (), None, None)
+        cut = views.turn_detail(conn, ep["id"], 2)
     finally:
         conn.close()
     assert f"context full: {ep['end_detail']}" in strip_text(facts).plain
+    assert cut is not None and cut.cut_by_harness
+    assert turn_header(info, cut).plain.startswith("Cut off by the harness (not a turn)")
 
 
 def test_a_prompt_the_server_refuses_ends_context_length_with_its_words_kept(runs) -> None:
