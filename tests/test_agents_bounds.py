@@ -132,3 +132,26 @@ def test_the_framings_line_numbers_never_reach_the_model():
     ]
     # What is stored as shown is what was sent.
     assert [c.observation for c in run.turns[0].calls] == shown
+
+
+def test_no_price_is_said_only_when_the_runs_that_know_say_so():
+    from engine.analysis.run_rates import spend
+
+    def run(agent: str, priced: int | None, cost: float = 0.0) -> dict:
+        tokens = {"prompt_tokens": 10, "completion_tokens": 5, "cached_tokens": 2}
+        return {"agent": agent, "cost_usd": cost, "priced": priced, **tokens}
+
+    rows = spend(
+        [
+            run("local", 0),
+            run("local", None),  # ended before any reply: says nothing about a price
+            run("priced", 1, 0.5),
+            run("priced", 0),
+            run("old", None, 0.25),  # from before the store recorded it: shown as stored
+        ]
+    )
+    by = {r.model: r for r in rows}
+    assert by["local"].cost_usd is None and by["local"].runs == 2
+    assert (by["local"].prompt_tokens, by["local"].completion_tokens) == (20, 10)
+    assert by["local"].cached_tokens == 4
+    assert by["priced"].cost_usd == 0.5 and by["old"].cost_usd == 0.25

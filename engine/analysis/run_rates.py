@@ -90,9 +90,11 @@ def spend(episodes: list[dict]) -> tuple[SpendRow, ...]:
 
 
 def _cost(total: float, priced: list) -> float | None:
-    """The summed cost, or None ("no price") when every run says its model had no price. Runs
-    from before the store recorded it (NULL) count as priced: their cost is shown as stored."""
-    if priced and all(p == 0 for p in priced):
+    """The summed cost, or None ("no price") when the runs that say (`episodes.priced`) all
+    say the model had no price. Runs that do not say (no reply, or from before the store
+    recorded it) decide nothing; when none says, the cost is shown as stored."""
+    known = [p for p in priced if p is not None]
+    if known and not any(known):
         return None
     return round(total, 6)
 
