@@ -11,7 +11,12 @@ episode, not the segment.
 Decisions worth knowing:
 - "Finished" is a reply with no tool call (no block or tag for text formats), decided from the
   parsed calls, never from finish_reason. A reply cut off by the token limit (`finish_reason ==
-  "length"`) that holds no call is a format error, not a finish: its commands were lost.
+  "length"`) that holds no call is a format error, not a finish: its commands were lost -- unless
+  the limit was the room the harness left (max_tokens lowered to it): then the cut is the
+  harness's, recorded as such (TurnRecord.cut_by_harness), no format error and no turn, and the
+  run ends with the limit that left no room ("context_length" or "tokens").
+- At most CALLS_PER_REPLY calls of one reply run; the rest are refused ("per_reply"), stored
+  with their command shortened, and the model is told in one line.
 - A turn is one model reply that carries a batch of commands, followed by their output. The
   turn cap, the safety ceiling and N count those. The closing reply (no call, no format error)
   is recorded and shown (TurnRecord.counted False) but not counted: a capped run needs none.
