@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat-completions server, for tests: real HTTP on loopback.
 
 It answers each POST /v1/chat/completions with the next entry of a script (tool calls, plain
-text, bad JSON arguments, a cut-off reply, an HTTP error, a slow reply, usage and cost fields),
+text, bad JSON arguments, a cut-off reply, an HTTP error, a slow reply, a body trickled a byte
+at a time, usage and cost fields),
 records every request it got (so a test can check what was sent, e.g. that the cap statement was
 there or that no key leaked), checks the bearer key when given one, answers 404 for a model it does
 not serve (as vLLM does), and serves GET /v1/models and GET /health.
