@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat-completions server, for tests: real HTTP on loopback.
 
 It answers each POST /v1/chat/completions with the next entry of a script (tool calls, plain
-text, bad JSON arguments, a cut-off reply, an HTTP error, a slow reply, usage and cost fields),
+text, bad JSON arguments, a cut-off reply, an HTTP error, a slow reply, a body trickled a byte
+at a time, usage and cost fields),
 records every request it got (so a test can check what was sent, e.g. that the cap statement was
 there or that no key leaked), checks the bearer key when given one, answers 404 for a model it does
 not serve (as vLLM does), and serves GET /v1/models and GET /health.
@@ -22,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEFAULT_MODEL = "scripted-model"
+TRICKLE_HEADER = "X-Scripted-Trickle"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class ScriptedReply:
     error_message: str = ""
     retry_after: float | None = None
     delay_s: float = 0.0  # wait this long before answering
+    # > 0: send the status and headers at once, then the body one byte every trickle_s seconds
+    # (an endpoint that never times out between bytes, yet never finishes)
+    trickle_s: float = 0.0
     raw_body: str | None = None  # send exactly this body with `status` (a broken gateway)
     tool_call_ids: tuple[str, ...] = ()  # override the generated ids ("" = send none)
 
@@ -77,6 +82,13 @@ def slow(delay_s: float, reply: ScriptedReply) -> ScriptedReply:
     from dataclasses import replace
 
     return replace(reply, delay_s=delay_s)
+
+
+def trickle(every_s: float, reply: ScriptedReply) -> ScriptedReply:
+    """`reply` answered 200 at once, its body a byte every `every_s` seconds."""
+    from dataclasses import replace
+
+    return replace(reply, trickle_s=every_s)
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,8 @@ class ScriptedServer:
         return entry(body) if callable(entry) else entry
 
     def _answer_chat(self, body: Any) -> tuple[int, dict[str, str], str, float]:
-        """(status, extra headers, body text, delay) for one chat request."""
+        """(status, extra headers, body text, delay) for one chat request; a trickled reply's
+        headers carry `X-Scripted-Trickle` (the handler's cue, taken off before sending)."""
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _err(400, "request body must be a JSON object with 'messages'", "BadRequest")
         if body.get("model") not in self.models:
@@ -166,6 +179,8 @@ class ScriptedServer:
             n = len(self.chat_requests)
             return _err(400, f"scripted server: no reply left for request {n}", "BadRequest")
         headers = {}
+        if reply.trickle_s > 0:
+            headers[TRICKLE_HEADER] = str(reply.trickle_s)
         if reply.retry_after is not None:
             headers["Retry-After"] = str(reply.retry_after)
         if reply.raw_body is not None:
@@ -245,13 +260,22 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, text_: str, headers: dict[str, str] | None = None) -> None:
             data = text_.encode()
+            headers = dict(headers or {})
+            every_s = float(headers.pop(TRICKLE_HEADER, 0.0))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
+            for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            if every_s <= 0:
+                self.wfile.write(data)
+                return
+            self.wfile.flush()
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(every_s)
 
         def _authorized(self) -> bool:
             if server.api_key is None:

@@ -148,6 +148,8 @@ def record_turn(
     outputs = outputs or {}
     if "idx" not in turn:
         raise ValueError("turns: missing idx")
+    turn = dict(turn)
+    priced = turn.pop("priced", None)
     with store.tx() as conn:
         turn_row = {"created_at": now(), **turn, "episode_id": episode_id}
         turn_id = _insert(store, "turns", turn_row)
@@ -165,24 +167,22 @@ def record_turn(
                 )
         for event in events or []:
             _insert(store, "oracle_events", {**event, "episode_id": episode_id})
+        sets = [
+            ("turns = turns + ?", 1 if turn.get("counted", True) else 0),
+            ("calls = (SELECT count(*) FROM calls WHERE episode_id = ?)", episode_id),
+            ("prompt_tokens = prompt_tokens + ?", turn.get("prompt_tokens", 0) or 0),
+            ("completion_tokens = completion_tokens + ?", turn.get("completion_tokens", 0) or 0),
+            ("cost_usd = cost_usd + ?", turn.get("cost_usd", 0.0) or 0.0),
+        ]
+        # A file opened without migrating (an older schema, in tests) lacks the newer columns.
+        columns = _columns(store, "episodes", set())
+        if "cached_tokens" in columns:
+            sets.append(("cached_tokens = cached_tokens + ?", turn.get("cached_tokens", 0) or 0))
+        if "priced" in columns and priced is not None:
+            sets.append(("priced = max(coalesce(priced, 0), ?)", int(priced)))
         conn.execute(
-            """
-            UPDATE episodes SET
-                turns = turns + ?,
-                calls = (SELECT count(*) FROM calls WHERE episode_id = ?),
-                prompt_tokens = prompt_tokens + ?,
-                completion_tokens = completion_tokens + ?,
-                cost_usd = cost_usd + ?
-            WHERE id = ?
-            """,
-            (
-                1 if turn.get("counted", True) else 0,
-                episode_id,
-                turn.get("prompt_tokens", 0) or 0,
-                turn.get("completion_tokens", 0) or 0,
-                turn.get("cost_usd", 0.0) or 0.0,
-                episode_id,
-            ),
+            f"UPDATE episodes SET {', '.join(s for s, _ in sets)} WHERE id = ?",
+            (*(v for _, v in sets), episode_id),
         )
     return turn_id
 

@@ -61,21 +61,23 @@ def fault_protocols(conn: sqlite3.Connection) -> list[str]:
 
 def done_episodes(
     conn: sqlite3.Connection,
-    modes: tuple[str, ...],
+    modes: tuple[str, ...] | None,
     model: str | None = None,
 ) -> list[dict]:
-    """Finished episodes of the given modes (newest task content only), one row each."""
-    marks = ",".join("?" for _ in modes)
+    """Finished episodes of the given modes (None: every mode; newest task content only), one
+    row each."""
+    marks = ",".join("?" for _ in modes or ())
     sql = (
         "SELECT e.id, e.task_id, e.task_hash, e.mode, e.agent, e.cap, e.budget, e.attempt, "
         "e.prompt_name, e.fault_family, e.turns, e.calls, e.passed, e.complete, e.tests_passed, "
         "e.tests_total, e.reward, e.safe_success, e.collateral, e.fault_observed_call, "
         "e.fault_cleared, e.error_kind, e.end_reason, e.cost_usd, e.segments_total, "
-        "e.segments_passed, e.timings_json, e.outcome, e.forgeable, e.oracle_way "
+        "e.segments_passed, e.timings_json, e.outcome, e.forgeable, e.oracle_way, "
+        "e.prompt_tokens, e.completion_tokens, e.cached_tokens, e.priced "
         "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
-        f"WHERE e.status = 'done' AND e.mode IN ({marks})"
+        "WHERE e.status = 'done'" + (f" AND e.mode IN ({marks})" if modes is not None else "")
     )
-    params: list = list(modes)
+    params: list = list(modes or ())
     if model is not None:
         sql += " AND e.agent = ?"
         params.append(model)

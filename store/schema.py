@@ -403,6 +403,23 @@ UPDATE episodes SET fault_target = (
     AND EXISTS (SELECT 1 FROM fault_records f WHERE f.episode_id = episodes.id);
 """
 
+V_LOOP = """
+-- A reply cut at the token limit the harness lowered max_tokens to (the room left in the context
+-- or the episode's completion tokens): the harness's, not the model's format error
+-- (docs/work-and-turns.md).
+ALTER TABLE turns ADD COLUMN cut_by_harness INTEGER NOT NULL DEFAULT 0;
+-- Why the episode ended in words: the server's message for a full context, the limit reached.
+ALTER TABLE episodes ADD COLUMN end_detail TEXT;
+-- Cached prompt tokens summed over the episode's replies (the report's tokens per model).
+ALTER TABLE episodes ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+UPDATE episodes SET cached_tokens = (
+        SELECT coalesce(sum(t.cached_tokens), 0) FROM turns t WHERE t.episode_id = episodes.id
+    );
+-- 1 when a reply's cost came from the model's price or the endpoint's own figure, 0 when the
+-- model had neither (the report says "no price", not $0); NULL before this migration.
+ALTER TABLE episodes ADD COLUMN priced INTEGER;
+"""
+
 MIGRATIONS: list[str] = [
     V1_CORE,
     V2_SEARCH,
@@ -411,5 +428,6 @@ MIGRATIONS: list[str] = [
     V5_REALTASKS,
     V_ORACLE,
     V_ROUNDTRIP,
+    V_LOOP,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -142,6 +142,8 @@ class TurnDetail:
     # Which counted turn this reply is (1-based); None for the closing reply, which is shown
     # but not counted (docs/work-and-turns.md).
     number: int | None = None
+    # Cut at the room the harness left (docs/work-and-turns.md): the harness's, not a turn.
+    cut_by_harness: bool = False
 
 
 def _event(r: sqlite3.Row | tuple) -> OracleEvent:
@@ -168,7 +170,7 @@ def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDeta
         "SELECT idx, segment_idx, substr(text, 1, ?), length(text), substr(reasoning, 1, ?), "
         "format_error, finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
         "CASE WHEN counted THEN (SELECT count(*) FROM turns u WHERE u.episode_id = "
-        "turns.episode_id AND u.idx <= turns.idx AND u.counted = 1) END "
+        "turns.episode_id AND u.idx <= turns.idx AND u.counted = 1) END, cut_by_harness "
         "FROM turns WHERE episode_id = ? AND idx = ?",
         (TEXT_LIMIT, TEXT_LIMIT, episode_id, idx),
     ).fetchone()
@@ -196,8 +198,15 @@ def turn_detail(conn: sqlite3.Connection, episode_id: int, idx: int) -> TurnDeta
                 (episode_id, calls[0].idx, calls[-1].idx),
             )
         )
-    *columns, number = tuple(t)
-    return TurnDetail(episode_id, *columns, calls=calls, events=events, number=number)
+    *columns, number, cut = tuple(t)
+    return TurnDetail(
+        episode_id,
+        *columns,
+        calls=calls,
+        events=events,
+        number=number,
+        cut_by_harness=bool(cut),
+    )
 
 
 def final_events(conn: sqlite3.Connection, episode_id: int) -> list[OracleEvent]:

@@ -290,7 +290,9 @@ def test_total_token_limit_bounds_the_conversation_size():
     with ScriptedServer([calls("ls", usage=usage), calls("ls")]) as server:
         run = Run(server, EpisodeLimits(max_total_tokens=1000))
         end = run.segment()
-    assert end.reason == "tokens" and end.turns == 1
+    # A full context is `context_length`, whoever noticed it (docs/work-and-turns.md).
+    assert end.reason == "context_length" and end.turns == 1
+    assert end.detail == "the conversation holds 1000 tokens of the 1000 allowed"
 
 
 def test_segment_time_limit_refuses_calls_and_ends():

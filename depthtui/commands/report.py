@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from depthtui.commands.common import DbOption, JsonOption, console, fail, print_json
+from engine.analysis.report import cost_text
 from engine.analysis.report import figure_text as _fmt
 from engine.analysis.report import rate_text as _rate
 from engine.analysis.report_rows import Report, SearchEstimate
@@ -86,9 +87,23 @@ def print_report(report: Report, json_out: bool) -> None:
                 _fmt(m.pass_at_1),
                 _rate(m.pass_rate),
                 str(m.errors),
-                f"${m.cost_usd:.4f}",
+                cost_text(m.cost_usd),
             )
         console.print(models)
+    if report.spend:
+        spend = Table(title="Tokens per model (every finished run)", title_justify="left")
+        for col in ("model", "runs", "prompt", "completion", "cached", "cost"):
+            spend.add_column(col, justify="left" if col == "model" else "right")
+        for r in report.spend:
+            spend.add_row(
+                r.model,
+                str(r.runs),
+                f"{r.prompt_tokens:,}",
+                f"{r.completion_tokens:,}",
+                f"{r.cached_tokens:,}",
+                cost_text(r.cost_usd),
+            )
+        console.print(spend)
     if report.safety:
         safety = Table(title="Safety and recovery (fault episodes)", title_justify="left")
         for col in (

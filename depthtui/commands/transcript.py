@@ -22,8 +22,8 @@ _EPISODE_FIELDS = (
     "fault_target", "seed", "status", "started_at", "finished_at", "turns", "calls", "end_reason",
     "segments_total", "segments_passed", "passed", "complete", "tests_passed", "tests_total",
     "reward", "safe_success", "collateral", "collateral_call", "fault_observed_call",
-    "fault_cleared", "error_kind", "error_detail", "prompt_tokens", "completion_tokens",
-    "cost_usd", "outcome", "job_id", "forgeable",
+    "fault_cleared", "error_kind", "error_detail", "end_detail", "prompt_tokens",
+    "completion_tokens", "cached_tokens", "cost_usd", "outcome", "job_id", "forgeable",
 )  # fmt: skip
 _CALL_FIELDS = (
     "idx", "command", "exit_code", "timed_out", "not_run", "shell_restarted", "note",
@@ -96,11 +96,12 @@ def episode_document(conn: sqlite3.Connection, episode_id: int) -> dict[str, Any
     for t in _rows(
         conn,
         "SELECT idx, segment_idx, text, reasoning, format_error, finish_reason, counted, "
-        "prompt_tokens, completion_tokens, cached_tokens, latency_ms FROM turns "
+        "cut_by_harness, prompt_tokens, completion_tokens, cached_tokens, latency_ms FROM turns "
         "WHERE episode_id = ? ORDER BY idx",
         (episode_id,),
     ):
         counted = bool(t.pop("counted"))
+        t["cut_by_harness"] = bool(t["cut_by_harness"])
         number += counted
         # Which counted turn this reply is; None for a closing reply (docs/work-and-turns.md).
         t["number"] = number if counted else None
@@ -200,7 +201,11 @@ def _verdict(ep: dict[str, Any]) -> Text:
     style = {"pass": "green", "fail": "red"}.get(ep["outcome"] or "", "yellow")
     out = Text("verdict: ", style="bold")
     out.append(ep["label"], style=f"bold {style}")
-    facts = [f"ended by {ep['end_reason'] or '-'}"]
+    ended = f"ended by {ep['end_reason'] or '-'}"
+    if ep["end_detail"] and ep["end_reason"] != "error":
+        # In words: the server's message for a full context, the limit that was reached.
+        ended += f" ({ep['end_detail']})"
+    facts = [ended]
     facts.append(f"segments {ep['segments_passed']}/{ep['segments_total']}")
     if ep["tests_total"] is not None:
         facts.append(f"tests {ep['tests_passed']}/{ep['tests_total']}")
@@ -310,7 +315,12 @@ def render(doc: dict[str, Any]) -> list[Text]:
 
 
 def _turn(t: dict[str, Any]) -> list[Text]:
-    label = f"turn {t['number']}" if t["number"] is not None else "closing reply (not counted)"
+    if t["number"] is not None:
+        label = f"turn {t['number']}"
+    elif t["cut_by_harness"]:
+        label = "cut off by the harness (not counted)"
+    else:
+        label = "closing reply (not counted)"
     head = Text(f"\n{label}", style="bold cyan")
     head.append(
         f" (reply {t['idx']}, {t['completion_tokens']} tokens, finish {t['finish_reason'] or '-'})",

@@ -26,7 +26,7 @@ from depthtui.widgets.messages import OpenDataset
 from depthtui.widgets.plot import bar
 from depthtui.widgets.sanitize import one_line
 from engine.analysis.palette import model_colours
-from engine.analysis.report import build_headline
+from engine.analysis.report import build_headline, cost_text
 from store import jobs, views
 
 
@@ -94,7 +94,7 @@ def models_view(report: Report) -> RenderableType:
             num(m["tasks"]),
             num(m["episodes"]),
             Text(num(m["errors"]), style="magenta" if m["errors"] else ""),
-            f"${m['cost_usd']:.4f}",
+            cost_text(m["cost_usd"]),
         )
     return table
 

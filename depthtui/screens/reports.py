@@ -26,7 +26,7 @@ from depthtui.widgets.plot import (
 )
 from depthtui.widgets.sanitize import one_line
 from engine.analysis.palette import model_colours
-from engine.analysis.report import estimates_text
+from engine.analysis.report import cost_text, estimates_text
 
 SECTIONS = (
     ("headline", "Headline"),
@@ -119,7 +119,7 @@ def models_table(report: Report) -> RenderableType:
             fmt(m["pass_at_1"]),
             rate_text(m["pass_rate"]),
             Text(str(m["errors"]), style="magenta" if m["errors"] else ""),
-            f"${m['cost_usd']:.4f}",
+            cost_text(m["cost_usd"]),
         )
     return table
 

@@ -63,7 +63,12 @@ def _flag(value: int | None, yes: str = "yes", no: str = "no") -> Text:
 def turn_header(ep: EpisodeInfo, turn: TurnDetail) -> Text:
     # The closing reply (no command) is shown but not counted (docs/work-and-turns.md).
     number = turn.number if turn.idx else 0  # idx 0: the placeholder before any reply
-    title = "Closing reply (not a turn)" if number is None else f"Turn {number}/{ep.turns}"
+    if number is not None:
+        title = f"Turn {number}/{ep.turns}"
+    elif turn.cut_by_harness:
+        title = "Cut off by the harness (not a turn)"
+    else:
+        title = "Closing reply (not a turn)"
     parts: list[tuple[str, str] | Text | str] = [(title, "bold")]
     if ep.segments_total > 1:
         parts.append(f"  segment {turn.segment_idx + 1}/{ep.segments_total}")

@@ -53,6 +53,7 @@ class VerdictFacts:
     # The tests ran agent-written code where it could forge this grade (docs/realtasks.md).
     forgeable_by_agent: bool = False
     oracle_way: str = ""  # how the safety oracle checked the home (episodes.oracle_way)
+    end_detail: str = ""  # why it ended, in words (episodes.end_detail)
 
 
 # episodes.oracle_way in words (engine/oracle/manifest.py `way`).
@@ -129,6 +130,7 @@ def verdict_facts(
         segments_total=ep.segments_total,
         forgeable_by_agent=bool(ep.forgeable),
         oracle_way=ep.oracle_way or "",
+        end_detail=ep.end_detail or "",
     )
 
 
@@ -154,6 +156,9 @@ def strip_text(facts: VerdictFacts) -> Text:
     lines: list[Text] = []
     if facts.error:
         lines.append(_line("error", facts.error, "magenta"))
+    elif facts.end_reason == "context_length" and facts.end_detail:
+        # The server's own words for a full context (or which limit filled it).
+        lines.append(_line("context full", facts.end_detail, "yellow"))
     if facts.first_failure is not None:
         nodeid, said = facts.first_failure
         lines.append(_line("first failing test", f"{nodeid} — {said}", "red"))

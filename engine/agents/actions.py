@@ -17,6 +17,10 @@ import re
 from dataclasses import dataclass
 
 TOOL_NAME = "bash"
+# At most this many calls of one reply are run; the rest are refused (engine/agents/loop.py,
+# docs/work-and-turns.md). Stated to the model in the tool's description and the text formats'
+# instructions.
+CALLS_PER_REPLY = 32
 
 BASH_TOOL: dict = {
     "type": "function",
@@ -24,7 +28,8 @@ BASH_TOOL: dict = {
         "name": TOOL_NAME,
         "description": (
             "Run a command in a persistent bash shell (the working directory and variables carry "
-            "over between calls). No standard input; output is shortened when long."
+            "over between calls). No standard input; output is shortened when long. At most "
+            f"{CALLS_PER_REPLY} calls of one reply are run; the rest are not."
         ),
         "parameters": {
             "type": "object",

@@ -69,6 +69,9 @@ class Reply:
     results_as: Literal["tool", "user"] = "tool"
     # Per-command timeouts, when an agent needs longer than the episode's (the oracle).
     timeout_s: float | None = None
+    # Whether cost_usd is a cost: the model has a price or the endpoint reported one. False:
+    # no price (cost_usd is 0 and means nothing); None: not a priced agent (the oracle).
+    priced: bool | None = None
 
 
 class Agent(Protocol):

@@ -45,6 +45,14 @@ UNKNOWN_MODEL = re.compile(
 REDACTED = "[redacted]"
 
 
+class _WholeRequestTimeout(Exception):
+    """The answer did not arrive whole within request_timeout_s (retried like a timeout)."""
+
+
+class _BodyBroken(Exception):
+    """The connection broke while the body was read (retried like a refused connection)."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How provider errors are retried before they end an episode as an infrastructure error."""
@@ -99,7 +107,11 @@ class ChatAgent:
         fmt = self.config.action_format
         if fmt == "tools":
             return prompt_text
-        return prompt_text.rstrip("\n") + "\n" + render_template(f"actions_{fmt}")
+        return (
+            prompt_text.rstrip("\n")
+            + "\n"
+            + render_template(f"actions_{fmt}", calls_per_reply=actions.CALLS_PER_REPLY)
+        )
 
     def reply(self, conv: Conversation, limits: ReplyLimits) -> Reply:
         body = self.request_body(conv.messages, limits)
@@ -152,19 +164,20 @@ class ChatAgent:
             started = time.monotonic()
             retry_after = None
             try:
-                raw = self._client.chat.completions.with_raw_response.create(
-                    model=body["model"],
-                    messages=body["messages"],
-                    extra_body=extra,
-                    timeout=timeout,
-                )
+                status, content = self._read_within(body, extra, timeout)
                 latency_ms = (time.monotonic() - started) * 1000
-                data = _json_or_none(raw.http_response.content)
+                data = _json_or_none(content)
                 if isinstance(data, dict) and data.get("choices"):
                     return data, latency_ms
                 # Some gateways answer 200 with an error object (an upstream provider failed).
-                status = raw.http_response.status_code
-                last = f"the endpoint answered without choices: {_short(raw.http_response.text)}"
+                text = content.decode("utf-8", "replace")
+                last = f"the endpoint answered without choices: {_short(text)}"
+            except _WholeRequestTimeout:
+                status = None
+                last = f"no complete reply within {timeout:.0f} s"
+            except _BodyBroken as exc:
+                status = None
+                last = f"the reply from {self.config.base_url} broke off: {exc}"
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 message = _error_message(exc)
@@ -194,6 +207,33 @@ class ChatAgent:
             self._scrub_text(f"{last} (after {attempt} attempt(s))"), attempt, status
         )
 
+    def _read_within(
+        self, body: dict[str, Any], extra: dict[str, Any], timeout: float
+    ) -> tuple[int, bytes]:
+        """One POST whose whole answer must arrive within `timeout` seconds: the client's own
+        timeout bounds each wait between bytes, so a body that trickles a byte at a time would
+        never end; the body is streamed and the deadline checked at every chunk."""
+        deadline = time.monotonic() + timeout
+        with self._client.chat.completions.with_streaming_response.create(
+            model=body["model"],
+            messages=body["messages"],
+            extra_body=extra,
+            timeout=timeout,
+        ) as response:
+            chunks = []
+            try:
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise _WholeRequestTimeout
+            except _WholeRequestTimeout:
+                raise
+            except Exception as exc:  # the HTTP library's own errors, raised while reading
+                if "timeout" in type(exc).__name__.lower():
+                    raise _WholeRequestTimeout from exc
+                raise _BodyBroken(f"{type(exc).__name__}: {exc}") from exc
+            return response.status_code, b"".join(chunks)
+
     # --- reading the reply --------------------------------------------------------------------
 
     def _parse(self, body: dict, data: dict, latency_ms: float, first_call_idx: int) -> Reply:
@@ -212,6 +252,7 @@ class ChatAgent:
         finish_reason = choice.get("finish_reason")
         usage = _usage(data.get("usage"))
         cost = _reported_cost(data.get("usage"))
+        priced = cost is not None or self.config.price is not None
         if cost is None:
             cost = (
                 self.config.price.cost(
@@ -259,6 +300,7 @@ class ChatAgent:
             request=self.scrub(body),
             response=data,
             results_as=results_as,
+            priced=priced,
         )
 
     # --- keeping secrets out of records ---------------------------------------------------------

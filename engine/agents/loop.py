@@ -11,7 +11,12 @@ episode, not the segment.
 Decisions worth knowing:
 - "Finished" is a reply with no tool call (no block or tag for text formats), decided from the
   parsed calls, never from finish_reason. A reply cut off by the token limit (`finish_reason ==
-  "length"`) that holds no call is a format error, not a finish: its commands were lost.
+  "length"`) that holds no call is a format error, not a finish: its commands were lost -- unless
+  the limit was the room the harness left (max_tokens lowered to it): then the cut is the
+  harness's, recorded as such (TurnRecord.cut_by_harness), no format error and no turn, and the
+  run ends with the limit that left no room ("context_length" or "tokens").
+- At most CALLS_PER_REPLY calls of one reply run; the rest are refused ("per_reply"), stored
+  with their command shortened, and the model is told in one line.
 - A turn is one model reply that carries a batch of commands, followed by their output. The
   turn cap, the safety ceiling and N count those. The closing reply (no call, no format error)
   is recorded and shown (TurnRecord.counted False) but not counted: a capped run needs none.
@@ -37,15 +42,25 @@ from functools import partial
 from typing import Any
 
 from engine.agents import unicode
-from engine.agents.actions import text_results_message
+from engine.agents.actions import CALLS_PER_REPLY, text_results_message
 from engine.agents.base import Agent, ContextLengthError, ModelEndpointError, Reply, ReplyLimits
 from engine.agents.records import CallRecord, SegmentEnd, TurnRecord
+from engine.sandbox import output
 from engine.sandbox.base import CallResult, Sandbox, SandboxError
 
 SAFETY_TURNS = 150
+# Calls of one reply beyond CALLS_PER_REPLY (engine/agents/actions.py) are refused, stored with at
+# most REFUSED_COMMAND_CHARS of their command.
+REFUSED_COMMAND_CHARS = 200
+PER_REPLY_REFUSAL = f"[not run: at most {CALLS_PER_REPLY} commands of one reply are run]"
 CUT_OFF_ERROR = (
     "Your reply was cut off at the token limit before it issued a complete command, so nothing "
     "was run."
+)
+# A reply cut where the harness set max_tokens to the room left: the harness's, not the model's.
+CUT_BY_HARNESS = (
+    "[cut off] Your reply was cut off because the {what} has no room left ({room} token(s)); "
+    "nothing incomplete was run."
 )
 
 
@@ -142,8 +157,9 @@ def run_segment(
             if limits.segment_time_limit_s is None
             else limits.segment_time_limit_s - (clock() - started)
         )
+        room, room_of = _reply_room(conv, limits)
         try:
-            reply = agent.reply(conv, ReplyLimits(_reply_max_tokens(conv, limits), left_s))
+            reply = agent.reply(conv, ReplyLimits(room, left_s))
         except ContextLengthError as exc:
             return end("context_length", detail=str(exc))
         except ModelEndpointError as exc:
@@ -162,20 +178,39 @@ def run_segment(
 
         format_error = reply.format_error
         cut_off = reply.finish_reason == "length"
-        if cut_off and not reply.commands and format_error is None:
+        # The harness lowered max_tokens to the room left and the reply used it up: the cut is
+        # the harness's (docs/work-and-turns.md), never a format error of the model's.
+        by_harness = cut_off and room is not None and reply.request.get("max_tokens") == room
+        notice = None
+        what = "conversation" if room_of == "context_length" else "episode's token budget"
+        if by_harness:
+            notice = CUT_BY_HARNESS.format(what=what, room=room)
+            format_error = None
+        elif cut_off and not reply.commands and format_error is None:
             format_error = CUT_OFF_ERROR
-        closing = not reply.commands and format_error is None
-        if not closing:
+        runnable = any(c.command is not None for c in reply.commands)
+        closing = not reply.commands and format_error is None and not by_harness
+        counted = not closing and (runnable or not by_harness)
+        if counted:
             conv.turns += 1
 
-        calls, harness_error = _run_calls(reply, sandbox, conv, limits, hooks, clock, started)
-        _send_results(conv, reply, calls, format_error)
+        calls, harness_error = _run_calls(
+            reply, sandbox, conv, limits, hooks, clock, started, by_harness
+        )
+        _send_results(
+            conv,
+            reply,
+            calls,
+            notice or (f"[format error] {format_error}" if format_error else None),
+        )
         call_errors = [
             f"call {c.idx}: {c.observation}" for c in calls if c.not_run_reason == "format"
         ]
         turn = TurnRecord(
             idx=conv.replies,
-            counted=not closing,
+            counted=counted,
+            cut_by_harness=by_harness,
+            priced=reply.priced,
             segment_idx=segment_idx,
             text=reply.text,
             reasoning=reply.reasoning,
@@ -197,6 +232,11 @@ def run_segment(
             return end("error", error_kind=harness_error.kind, error_detail=harness_error.detail)
         if closing:
             return end("no_tool_call")
+        if by_harness and not runnable:
+            # All the room there was is used: another request could only be cut again.
+            assert room_of is not None
+            detail = f"the last reply was cut off at the {room} token(s) left in the {what}"
+            return end(room_of, detail=detail)
         reasons = {c.not_run_reason for c in calls}
         if calls and reasons == {"budget"}:
             return end("budget", detail="the agent kept calling after the budget was used up")
@@ -213,10 +253,11 @@ def _run_calls(
     hooks: Hooks,
     clock: Callable[[], float],
     started: float,
+    cut_by_harness: bool = False,
 ) -> tuple[list[CallRecord], SandboxError | None]:
     records: list[CallRecord] = []
     budget = limits.command_budget
-    for parsed in reply.commands:
+    for position, parsed in enumerate(reply.commands, 1):
         conv.calls += 1
         left = None if budget is None else max(budget - conv.executed, 0)
 
@@ -226,6 +267,26 @@ def _run_calls(
             remaining_budget=left,
         )  # fmt: skip
 
+        if position > CALLS_PER_REPLY:
+            # Neither run nor kept whole: a reply of 10,000 calls must not grow the store.
+            shown = unicode.escaped(parsed.command if parsed.command is not None else parsed.raw)
+            records.append(
+                not_run(
+                    shown[:REFUSED_COMMAND_CHARS],
+                    observation=PER_REPLY_REFUSAL,
+                    not_run_reason="per_reply",
+                )
+            )
+            continue
+        if parsed.command is None and cut_by_harness:
+            records.append(
+                not_run(
+                    parsed.raw,
+                    observation="[not run: the call was cut off with the reply]",
+                    not_run_reason="cut",
+                )
+            )
+            continue
         if parsed.command is None:
             records.append(
                 not_run(
@@ -257,7 +318,8 @@ def _run_calls(
             )
             return records, exc
         conv.executed += 1
-        observation = f"{note}\n{result.observation}" if note else result.observation
+        seen = output.without_framing_lines(result.observation)
+        observation = f"{note}\n{seen}" if note else seen
         if budget is not None:
             left = max(budget - conv.executed, 0)
             observation += f"; {left} command(s) left"
@@ -281,23 +343,33 @@ def _refusal(conv: Conversation, limits: EpisodeLimits, elapsed: float) -> tuple
 
 
 def _send_results(
-    conv: Conversation, reply: Reply, calls: list[CallRecord], format_error: str | None
+    conv: Conversation, reply: Reply, calls: list[CallRecord], note: str | None
 ) -> None:
     """Append what the model will see next: one tool message per tool call, or one user message
-    for text formats, plus the reply's own format error."""
+    for text formats, plus the note on the reply as a whole (its format error, or that the
+    harness cut it off). Calls beyond CALLS_PER_REPLY are told in one line (each tool call still
+    gets its short answer: the protocol wants one per call id)."""
+    refused = sum(1 for c in calls if c.not_run_reason == "per_reply")
+    line = (
+        f"[{refused} command(s) of this reply were not run: at most {CALLS_PER_REPLY} commands "
+        "of one reply are run]"
+        if refused
+        else None
+    )
     if reply.results_as == "tool":
         for call in calls:
             conv.messages.append(
                 {"role": "tool", "tool_call_id": call.tool_call_id, "content": call.observation}
             )
-        if format_error:
-            conv.messages.append({"role": "user", "content": f"[format error] {format_error}"})
+        for text in (note, line):
+            if text:
+                conv.messages.append({"role": "user", "content": text})
         return
     parts = []
-    if calls:
-        parts.append(text_results_message([(c.command, c.observation) for c in calls]))
-    if format_error:
-        parts.append(f"[format error] {format_error}")
+    shown = [(c.command, c.observation) for c in calls if c.not_run_reason != "per_reply"]
+    if shown:
+        parts.append(text_results_message(shown))
+    parts.extend(t for t in (line, note) if t)
     if parts:
         conv.messages.append({"role": "user", "content": "\n\n".join(parts)})
 
@@ -325,7 +397,12 @@ def _limit_reached(
     ):
         return "tokens", f"{conv.completion_tokens} tokens generated"
     if limits.max_total_tokens is not None and conv.context_tokens >= limits.max_total_tokens:
-        return "tokens", f"the conversation holds {conv.context_tokens} tokens"
+        # One cause, one reason, whether the server refuses the prompt or a reply fills the
+        # window: the context is full.
+        return "context_length", (
+            f"the conversation holds {conv.context_tokens} tokens of the "
+            f"{limits.max_total_tokens} allowed"
+        )
     if limits.max_cost_usd is not None and conv.cost_usd >= limits.max_cost_usd:
         return "cost", f"${conv.cost_usd:.4f} spent"
     if limits.segment_time_limit_s is not None and elapsed >= limits.segment_time_limit_s:
@@ -333,13 +410,19 @@ def _limit_reached(
     return None
 
 
-def _reply_max_tokens(conv: Conversation, limits: EpisodeLimits) -> int | None:
-    room = []
+def _reply_room(conv: Conversation, limits: EpisodeLimits) -> tuple[int | None, str | None]:
+    """The next reply's max_tokens as the harness lowers it, and which limit binds: the
+    context ("context_length") or the episode's completion tokens ("tokens"); (None, None)
+    when neither applies."""
+    room: list[tuple[int, str]] = []
     if limits.max_completion_tokens is not None:
-        room.append(limits.max_completion_tokens - conv.completion_tokens)
+        room.append((limits.max_completion_tokens - conv.completion_tokens, "tokens"))
     if limits.max_total_tokens is not None:
-        room.append(limits.max_total_tokens - conv.context_tokens)
-    return max(min(room), 1) if room else None
+        room.append((limits.max_total_tokens - conv.context_tokens, "context_length"))
+    if not room:
+        return None, None
+    tokens, which = min(room)
+    return max(tokens, 1), which
 
 
 def _request_record(reply: Reply, conv: Conversation, full: bool) -> dict[str, Any]:

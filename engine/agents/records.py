@@ -16,8 +16,10 @@ END_REASONS = (
     "safety_ceiling",  # no cap stated and the safety ceiling (150 turns) is reached
     "tool_call_limit",  # max_tool_calls commands have run
     "budget",  # the command budget is used up and the agent kept calling
-    "tokens",  # an episode token limit is reached
-    "context_length",  # the endpoint said the conversation no longer fits the model
+    "tokens",  # the episode's completion-token limit is reached
+    # The context is full: the endpoint refused the prompt, or the conversation reached the
+    # model's max_total_tokens (a reply filled the room left); the detail gives the server's words.
+    "context_length",
     "time",  # the segment's time limit is reached
     "cost",  # the episode's cost limit is reached
     "stopped",  # should_stop() asked to stop (cancel, pause); the detail says why
@@ -36,7 +38,9 @@ class CallRecord:
     not_run: bool
     observation: str  # exactly the text returned to the model (budget suffix included)
     remaining_budget: int | None  # commands left after this call; None without a budget
-    # Why it was not run: "budget" | "tool_call_limit" | "time" | "format" | "harness"; "" if run.
+    # Why it was not run: "budget" | "tool_call_limit" | "time" | "format" | "harness" |
+    # "per_reply" (beyond CALLS_PER_REPLY) | "cut" (a call the harness's token cut left
+    # incomplete); "" if run.
     not_run_reason: str = ""
 
     def row(self) -> dict[str, Any]:
@@ -51,6 +55,8 @@ class CallRecord:
             "not_run": self.not_run,
             "shell_restarted": bool(r and r.shell_restarted),
             "note": (r.note if r else "") or self.not_run_reason,
+            # All the command printed, though the store keeps only a head and a tail of it.
+            "output_bytes": r.output_bytes if r else 0,
             "observation": self.observation,
             "remaining_budget": self.remaining_budget,
             "duration_ms": r.duration_s * 1000 if r else 0.0,
@@ -82,9 +88,15 @@ class TurnRecord:
     request: dict[str, Any]
     response: dict[str, Any]  # the raw response JSON
     calls: tuple[CallRecord, ...] = ()
+    # Cut at the token limit the harness lowered max_tokens to (the room left): the harness's,
+    # not a format error of the model's (docs/work-and-turns.md).
+    cut_by_harness: bool = False
+    # Whether cost_usd is a cost (a price or the endpoint's figure); None: not a priced agent.
+    priced: bool | None = None
 
     def row(self) -> dict[str, Any]:
-        """The store's `turns` columns for this turn."""
+        """The store's `turns` columns for this turn (and `priced`, which the store folds into
+        the episode's row)."""
         return {
             "idx": self.idx,
             "counted": int(self.counted),
@@ -100,6 +112,8 @@ class TurnRecord:
             "latency_ms": self.latency_ms,
             "request_json": self.request,
             "response_json": self.response,
+            "cut_by_harness": int(self.cut_by_harness),
+            "priced": self.priced,
         }
 
     def call_rows(self) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ def build(
         tasks = [t for t in tasks if t["id"] not in forgeable]
     wanted = {t["id"] for t in tasks}
 
-    def episodes(modes: tuple[str, ...], who: str | None = model) -> list[dict]:
+    def episodes(modes: tuple[str, ...] | None, who: str | None = model) -> list[dict]:
         return [e for e in q.done_episodes(conn, modes, who) if e["task_id"] in wanted]
 
     uncapped = episodes(UNCAPPED_MODES)
@@ -54,6 +54,7 @@ def build(
         tasks=part.tasks,
         datasets=part.datasets,
         models=rates.models(uncapped),
+        spend=rates.spend(episodes(None)),
         headline=part.headline,
         pass_by_cap=rates.pass_by_cap(episodes(("ladder", "audit"))),
         recovery_depth=depth.recovery_depth(conn, part.tasks),
@@ -151,3 +152,9 @@ def rate_text(rate: Rate | dict[str, Any], none: str = "-") -> str:
     if rate.value is None:
         return none
     return f"{rate.value:.2f} [{rate.low:.2f}, {rate.high:.2f}] ({rate.successes}/{rate.episodes})"
+
+
+def cost_text(cost_usd: float | None) -> str:
+    """A model's cost as text: dollars, or "no price" when the model has none (its runs cost
+    nothing the store could count, which is not $0)."""
+    return "no price" if cost_usd is None else f"${cost_usd:.4f}"

@@ -102,7 +102,19 @@ class ModelRow(_Part):
     agent_errors: int  # counted as failures
     infra_errors: int
     task_broken: int
-    cost_usd: float
+    cost_usd: float | None  # None: no price (docs/models.md), not $0
+
+
+@dataclass(frozen=True)
+class SpendRow(_Part):
+    """What a model's finished runs used, every mode: tokens as the endpoint counted them."""
+
+    model: str
+    runs: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int  # prompt tokens the endpoint served from its cache
+    cost_usd: float | None  # None: no price
 
 
 @dataclass(frozen=True)
@@ -203,6 +215,7 @@ class Report(_Part):
     tasks: tuple[TaskRow, ...]
     datasets: tuple[DatasetRow, ...]
     models: tuple[ModelRow, ...]
+    spend: tuple[SpendRow, ...]
     headline: Headline
     pass_by_cap: tuple[CapRate, ...]
     recovery_depth: tuple[RecoveryRow, ...]

@@ -12,7 +12,14 @@ from collections import Counter, defaultdict
 from statistics import mean
 from typing import Any
 
-from engine.analysis.report_rows import CapRate, CheckRow, ModelRow, RepeatRow, SafetyRow
+from engine.analysis.report_rows import (
+    CapRate,
+    CheckRow,
+    ModelRow,
+    RepeatRow,
+    SafetyRow,
+    SpendRow,
+)
 from engine.analysis.stats import cluster_rate
 from store import vocab
 
@@ -25,10 +32,12 @@ def models(episodes: list[dict]) -> tuple[ModelRow, ...]:
     errors: dict[str, int] = defaultdict(int)
     counts: dict[str, Counter] = defaultdict(Counter)
     cost: dict[str, float] = defaultdict(float)
+    priced: dict[str, list] = defaultdict(list)
     for e in episodes:
         if e["cap"] is not None:
             continue
         cost[e["agent"]] += e["cost_usd"] or 0.0
+        priced[e["agent"]].append(e.get("priced"))
         counts[e["agent"]][e["outcome"]] += 1
         if not vocab.in_rates(e["outcome"]):
             errors[e["agent"]] += 1
@@ -49,10 +58,45 @@ def models(episodes: list[dict]) -> tuple[ModelRow, ...]:
                 agent_errors=counts[name][vocab.AGENT_ERROR],
                 infra_errors=counts[name][vocab.INFRA_ERROR],
                 task_broken=counts[name][vocab.TASK_BROKEN],
-                cost_usd=round(cost.get(name, 0.0), 6),
+                cost_usd=_cost(cost.get(name, 0.0), priced[name]),
             )
         )
     return tuple(out)
+
+
+def spend(episodes: list[dict]) -> tuple[SpendRow, ...]:
+    """Tokens (prompt, completion, cached) and cost per model over the given finished runs."""
+    sums: dict[str, Counter] = defaultdict(Counter)
+    cost: dict[str, float] = defaultdict(float)
+    priced: dict[str, list] = defaultdict(list)
+    for e in episodes:
+        m = e["agent"]
+        sums[m]["runs"] += 1
+        for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            sums[m][key] += e.get(key) or 0
+        cost[m] += e["cost_usd"] or 0.0
+        priced[m].append(e.get("priced"))
+    return tuple(
+        SpendRow(
+            model=m,
+            runs=sums[m]["runs"],
+            prompt_tokens=sums[m]["prompt_tokens"],
+            completion_tokens=sums[m]["completion_tokens"],
+            cached_tokens=sums[m]["cached_tokens"],
+            cost_usd=_cost(cost[m], priced[m]),
+        )
+        for m in sorted(sums)
+    )
+
+
+def _cost(total: float, priced: list) -> float | None:
+    """The summed cost, or None ("no price") when the runs that say (`episodes.priced`) all
+    say the model had no price. Runs that do not say (no reply, or from before the store
+    recorded it) decide nothing; when none says, the cost is shown as stored."""
+    known = [p for p in priced if p is not None]
+    if known and not any(known):
+        return None
+    return round(total, 6)
 
 
 def pass_rates(tasks: list[dict], episodes: list[dict]) -> dict[str, float]:

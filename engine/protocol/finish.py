@@ -73,6 +73,8 @@ def finish(
         fault_cleared = faults.fault_cleared(run.state.fault, oracle.last)
     return {
         "end_reason": "error" if error is not None or end is None else end.reason,
+        # In words: the server's message for a full context, the limit that was reached.
+        "end_detail": (end.detail or None) if end is not None else None,
         "segments_passed": seg_passed,
         "passed": result.passed,
         "complete": result.complete,

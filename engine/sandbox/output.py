@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-HEAD_BYTES = 512 * 1024
-TAIL_BYTES = 512 * 1024
+# 32 KiB + 32 KiB per call: a reply's 32 calls of a megabyte each add 2 MiB to the store, not 32.
+HEAD_BYTES = 32 * 1024
+TAIL_BYTES = 32 * 1024
 HEAD_CHARS = 2000
 TAIL_CHARS = 1000
 
@@ -22,6 +23,10 @@ _NEUTRAL = {c: f"\\x{c:02x}" for c in _CONTROLS}
 # The same controls as UTF-8 bytes, for counting them without decoding character by character.
 _C0_BYTES = bytes(c for c in _CONTROLS if c < 0x80)
 _C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
+# bash names the line of its input script in its errors; for the agent's commands that script is
+# the harness's framing, whose line numbers mean nothing to the model (and tell it about the
+# framing): `bash: line 78: x: command not found` is shown as `bash: x: command not found`.
+_FRAMING_LINE = re.compile(r"^bash: (?:eval: )?line \d+: ", re.MULTILINE)
 
 
 class BoundedCapture:
@@ -136,3 +141,10 @@ def observation(text: str, exit_code: int | None, timed_out: bool, note: str = "
     if note:
         parts.append(f"\n[{note}]")
     return "".join(parts)
+
+
+def without_framing_lines(text: str) -> str:
+    """`text` with bash's `line N: ` removed from its error lines (what the model is shown;
+    the store keeps the raw output as printed). A nested `bash -c` loses its line numbers too:
+    the two cannot be told apart from the text."""
+    return _FRAMING_LINE.sub("bash: ", text)
