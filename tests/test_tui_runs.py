@@ -93,11 +93,20 @@ def test_every_episode_listed_and_columns_kept_across_a_restart(
     assert asyncio.run(reopen()) == chosen
 
 
-def test_sorting_puts_unmeasured_last_both_ways(tui, tui_db: Path) -> None:
+def test_sorting_puts_unmeasured_last_both_ways_and_a_header_click_sorts(tui, tui_db: Path) -> None:
     caps = dict(_sql(tui_db, "SELECT id, cap FROM episodes"))
+    # an infrastructure error or a broken task has no reward of the agent's
+    rewards = dict(
+        _sql(
+            tui_db,
+            "SELECT id, CASE WHEN outcome IN ('infra_error', 'task_broken') "
+            "OR status != 'done' THEN NULL ELSE reward END FROM episodes",
+        )
+    )
+    assert None in rewards.values()
     assert None in caps.values() and len(set(caps.values())) > 2
 
-    async def main() -> tuple[list[int], list[int]]:
+    async def main() -> tuple[list[int], list[int], list[int]]:
         app = DepthApp(tui_db, poll_seconds=0.1, start_engine=False)
         async with app.run_test(size=tui.size) as pilot:
             table = await _open_runs(app, pilot, tui)
@@ -107,9 +116,23 @@ def test_sorting_puts_unmeasured_last_both_ways(tui, tui_db: Path) -> None:
             first = _ids(table)
             await pilot.press("o")
             await pilot.pause()
-            return first, _ids(table)
+            second = _ids(table)
+            # a click on a header sorts by that column (reward: highest first)
+            x = 0
+            for column in table.columns:
+                if column.key == "reward":
+                    break
+                x += column.width + 1
+            await pilot.click("#runs", offset=(x + 1, 0))
+            await pilot.pause()
+            assert _sorted_by(table) == "reward"
+            return first, second, _ids(table)
 
-    first, second = asyncio.run(main())
+    first, second, by_reward = asyncio.run(main())
+    values = [rewards[i] for i in by_reward]
+    measured = [v for v in values if v is not None]
+    assert measured == sorted(measured, reverse=True)
+    assert values == measured + [None] * (len(values) - len(measured))
     for ids in (first, second):
         values = [caps[i] for i in ids]
         measured = [v for v in values if v is not None]
@@ -180,3 +203,19 @@ def test_opens_fast_on_five_thousand_episodes(tui, tmp_path: Path) -> None:
     rows, seconds = asyncio.run(main())
     assert rows == total
     assert seconds < 10, f"the Runs screen took {seconds:.1f} s to open on {total} episodes"
+
+
+def test_a_broken_preferences_file_is_named_and_replaced_on_save(config_home: Path) -> None:
+    from depthtui.prefs import PrefsError, load_section, prefs_path, save_section
+
+    path = prefs_path()
+    assert path == config_home / "depthtui" / "tui.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    with pytest.raises(PrefsError, match=str(path)):
+        load_section("runs")
+    save_section("runs", {"columns": ["cost"]})
+    assert load_section("runs") == {"columns": ["cost"]}
+    path.write_text('{"runs": []}')
+    with pytest.raises(PrefsError, match="'runs' should be an object"):
+        load_section("runs")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -162,7 +163,7 @@ def prepare(rows: list[RunRow]) -> Loaded:
     cells = {r.episode_id: tuple(c.cell(r) for c in ALL_COLUMNS) for r in rows}
     widths = {}
     for i, c in enumerate(ALL_COLUMNS):
-        longest = max((len(cs[i][0]) for cs in cells.values()), default=1)
+        longest = max((cell_len(cs[i][0]) for cs in cells.values()), default=1)
         widths[c.key] = min(max(longest, len(c.title) + 2), max(c.most, len(c.title) + 2))
     return Loaded(rows, cells, widths)
 

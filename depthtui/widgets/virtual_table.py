@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -99,9 +100,12 @@ class VirtualTable(ScrollView, can_focus=True):
     def _line(self, cells: Sequence[Cell], style: Style) -> Text:
         line = Text(no_wrap=True, style=style, end="")
         for column, (text, cell_style) in zip(self.columns, cells, strict=False):
-            # control characters are the caller's to remove (widgets/sanitize)
-            shown = text if len(text) <= column.width else text[: column.width - 1] + "…"
-            pad = " " * (column.width - len(shown))
+            # control characters are the caller's to remove (widgets/sanitize); wide
+            # characters count two cells
+            width = cell_len(text)
+            if width > column.width:
+                text, width = set_cell_size(text, column.width - 1) + "…", column.width
+            shown, pad = text, " " * (column.width - width)
             line.append(pad + shown if column.right else shown + pad, style=cell_style or None)
             line.append(" ")
         return line
