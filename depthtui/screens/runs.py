@@ -183,8 +183,8 @@ class RunsScreen(DataScreen):
         Binding("enter", "open", "Open"),
         Binding("f", "focus_filter", "Filter"),
         Binding("c", "columns", "Columns"),
-        Binding("s", "sort_next", "Sort by next column"),
-        Binding("o", "reverse", "Reverse order"),
+        Binding("s", "sort_next", "Sort"),
+        Binding("o", "reverse", "Reverse"),
     ]
 
     def __init__(self) -> None:
