@@ -69,6 +69,7 @@ class DepthApp(App[None]):
         "jobs": _screen("jobs", "JobsScreen"),
         "search": _screen("search", "SearchScreen"),
         "reports": _screen("reports", "ReportsScreen"),
+        "runs": _screen("runs", "RunsScreen"),
     }
     DEFAULT_MODE = "dashboard"
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
@@ -79,6 +80,8 @@ class DepthApp(App[None]):
         Binding("3", "goto('triage')", "Triage"),
         Binding("4", "goto('jobs')", "Jobs"),
         Binding("5", "goto('reports')", "Reports"),
+        # not in the footer (its line is full at 100 columns); help and ctrl+p list it
+        Binding("6", "goto('runs')", "Runs", show=False),
         Binding("slash", "search", "Search"),
         Binding("number_sign", "goto_episode", "Go to episode #"),
         Binding("question_mark", "toggle_help", "Help"),

@@ -1,8 +1,10 @@
-"""`depthtui` with no command, and `depthtui tui --db PATH`: open the terminal UI."""
+"""`depthtui` with no command, and `depthtui tui --db PATH`: open the terminal UI (`--web`: serve
+it to browsers)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -35,8 +37,53 @@ def open_tui(db: Path | None) -> None:
     DepthApp(path).run()
 
 
+def serve_tui(db: Path | None, host: str, port: int, public_url: str | None) -> None:
+    """`--web`: check the store here (errors show in this terminal, not in a browser), then
+    serve the TUI on it until interrupted."""
+    from depthtui import web
+
+    path = Path(db).expanduser().resolve() if db is not None else default_path()
+    try:
+        check_store(path)
+        web.serve(path, host, port, public_url)
+    except (StoreError, web.WebError) as exc:
+        fail(str(exc))
+
+
 def register(app: typer.Typer) -> None:
+    from depthtui.web import DEFAULT_HOST, DEFAULT_PORT
+
     @app.command("tui")
-    def tui(db: DbOption = None) -> None:
+    def tui(
+        db: DbOption = None,
+        web: Annotated[
+            bool,
+            typer.Option(
+                "--web",
+                help="Serve the TUI to web browsers (textual-serve) instead of this terminal. "
+                "Whoever reaches the port controls the TUI and can launch jobs: see docs/tui.md.",
+            ),
+        ] = False,
+        host: Annotated[
+            str, typer.Option("--host", help="With --web: the address to listen on.")
+        ] = DEFAULT_HOST,
+        port: Annotated[
+            int, typer.Option("--port", min=1, max=65535, help="With --web: the port.")
+        ] = DEFAULT_PORT,
+        public_url: Annotated[
+            str | None,
+            typer.Option(
+                "--public-url",
+                help="With --web: the URL browsers reach the server by (behind a proxy or a "
+                "tunnel). Default: http://HOST:PORT.",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
         """Open the terminal UI: browse tasks and ladders, replay episodes, triage, launch jobs."""
-        open_tui(db)
+        if web:
+            serve_tui(db, host, port, public_url)
+        elif (host, port, public_url) != (DEFAULT_HOST, DEFAULT_PORT, None):
+            fail("--host, --port and --public-url go with --web")
+        else:
+            open_tui(db)

@@ -56,6 +56,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     ("pass@1", "the share of first runs that passed, per model"),
     ("compare", "c on a task: two models or prompt arms by cap; divergence: first differing turn"),
+    (
+        "runs",
+        "6: every episode in one table; c picks columns (kept in ~/.config/depthtui/tui.json), "
+        "s/o or a header click sort (unmeasured last), f filters as triage does",
+    ),
     ("new paths", "creating files is always permitted: the oracle judges what existed before"),
 )
 

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static, Tab, Tabs
 
 from depthtui.screens.base import DataScreen
+from depthtui.screens.filter_query import query_matches
 from depthtui.screens.format import cursor_key, sync_rows
 from depthtui.screens.note import NoteScreen
 from depthtui.widgets.messages import OpenEpisode
@@ -45,14 +46,7 @@ def matches(item: triage.QueueItem, query: str) -> bool:
         "fault": item.fault_family,
         "task": item.task_id,
     }
-    for part in query.lower().split():
-        key, _, value = part.partition(":")
-        if value and key in fields:
-            if value not in fields[key].lower():
-                return False
-        elif part not in " ".join((*item.reasons, item.task_id, item.note)).lower():
-            return False
-    return True
+    return query_matches(fields, " ".join((*item.reasons, item.task_id, item.note)), query)
 
 
 def label_text(label: str | None) -> Text:
