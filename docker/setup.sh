@@ -3,7 +3,7 @@
 #
 #   docker/setup.sh          set up only
 #   docker/setup.sh demo     set up, then run the main job on the bundled demo dataset
-#   docker/setup.sh test     set up (plus the second test distribution), then run the test suite
+#   docker/setup.sh test     set up (plus the second test distribution and Chromium), then run the test suite
 #
 # Idempotent: every step checks first and skips what is already done.
 set -euo pipefail
@@ -120,10 +120,25 @@ setup_extras() {
     fi
 }
 
+# The test suite loads `depthtui tui --web` in a headless browser (tests/test_tui_web.py).
+setup_test_browser() {
+    if command -v chromium >/dev/null 2>&1; then
+        say "browser for the web test: chromium present"
+        return
+    fi
+    is_root || { say "browser for the web test: not root, chromium not installed (that test skips)"; return; }
+    say "browser for the web test: installing Debian's chromium (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q chromium >>"$CACHE/apt.log" 2>&1 \
+        || { apt-get update -q >>"$CACHE/apt.log" 2>&1 && apt-get install -y -q chromium >>"$CACHE/apt.log" 2>&1; } \
+        || die "apt-get install chromium failed; see $CACHE/apt.log"
+}
+
 setup_venv
 setup_docker
 build_base bookworm
 [ "$MODE" = test ] && build_base bullseye
+[ "$MODE" = test ] && setup_test_browser
 setup_extras
 say "set-up done in ${SECONDS} s"
 
