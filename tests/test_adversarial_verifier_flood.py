@@ -95,7 +95,9 @@ def test_ordinary_output_is_kept_as_head_and_tail(snapshot, write_tests, toolcha
         toolchain=toolchain,
     )
     assert verdict.ok and verdict.passed, verdict.error_detail
-    assert verdict.output.rstrip().endswith("tail-line")
+    # What test.sh printed ends with its last line; the gate's decision line follows it.
+    printed, _, decision = verdict.output.rpartition("\n[depthtui] ")
+    assert printed.rstrip().endswith("tail-line") and decision.startswith("passed")
     # 3 MB printed: the tail is kept, with the full size
     assert verdict.output.startswith("[... 3000011 bytes in all]")
     assert len(verdict.output) < 4100
