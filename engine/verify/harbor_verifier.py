@@ -33,6 +33,7 @@ from engine.sandbox.disk import layer_usage
 from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
+from engine.verify.bounded import BoundedFolders
 from engine.verify.container import Bind, RunResult, docker_client, run_once
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
@@ -201,13 +202,11 @@ def run_harbor_verifier(
     except ToolchainError as exc:
         return _error("toolchain", str(exc), changes=changes, risk=risk.lines())
 
-    logs = Path(tempfile.mkdtemp(prefix="depthtui-logs-"))
+    # One byte past FLOOD_LIMIT fits, so the poll still sees the run went past it.
+    written = BoundedFolders.make(size=FLOOD_LIMIT + (1 << 20), inodes=FLOOD_OBJECTS + 64)
+    logs, results = written.folder("logs"), written.folder("results")
     script_dir = Path(tempfile.mkdtemp(prefix="depthtui-testsh-"))
-    results = Path(tempfile.mkdtemp(prefix="depthtui-results-"))
     try:
-        # Writable by whichever uid the verifier runs as; the folders are this run's alone.
-        logs.chmod(0o777)
-        results.chmod(0o777)
         script = script_dir / "test.sh"
         script.write_text(rewrite.script)
         tests = {**spec.tests, "test.sh": script}
@@ -257,9 +256,8 @@ def run_harbor_verifier(
     except (SandboxError, docker.errors.DockerException, OSError) as exc:
         return _error("docker", str(exc), changes=changes, risk=risk.lines())
     finally:
-        shutil.rmtree(logs, ignore_errors=True)
+        written.remove()
         shutil.rmtree(script_dir, ignore_errors=True)
-        shutil.rmtree(results, ignore_errors=True)
 
 
 def _read_records(folder: Path) -> list[dict]:
