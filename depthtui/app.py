@@ -1,8 +1,11 @@
 """The Textual application: modes for the main screens, navigation by messages, and the live poll.
 
 The app reads the store through read-only connections and polls `PRAGMA data_version`; when
-another connection (the engine, a CLI verb, this app's own writer) commits, the visible screen
-reloads what can have changed, keeping its selection and scroll place. Writes (labels, jobs) go
+another connection (the engine, a CLI verb, this app's own writer) commits, a worker takes the
+store's signature (store/changes.py: per table, heartbeats left out) and only when a table the
+visible screen shows has changed does the screen reload, keeping its selection and scroll place.
+An idle engine's heartbeats thus reload nothing, and a burst of commits costs one signature per
+poll (a poll while one is being taken waits for it). Writes (labels, jobs) go
 through store functions on a writer opened on first use. The app never runs an episode: a job it
 queues is run by a background engine process, which it starts when none is alive.
 """
@@ -22,21 +25,27 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import work
+from textual import events, work
+from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import AwaitMount
+from textual.widgets import Input, TextArea
 
 from depthtui.screens.base import DataScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.figures import Report, ReportChild, ReportStopped, build_report_here
 from depthtui.widgets.messages import Launch, OpenDataset, OpenEpisode, OpenTask, Searched
+from store.changes import Signature, changed_tables, signature
 from store.db import Store, StoreError, data_version, open_reader
 
 if TYPE_CHECKING:
     from depthtui.screens.episode import EpisodeScreen
 
 POLL_SECONDS = 0.5
+HOLD_KEYS_S = 3.0  # the longest keys are held while a screen opens (app.hold_keys)
 REPORT_EVERY_S = 2.0  # while runs write, the report's figures are rebuilt at most this often
 
 
@@ -48,6 +57,15 @@ def _screen(module: str, name: str) -> Callable[[], Screen]:
         return getattr(importlib.import_module(f"depthtui.screens.{module}"), name)()
 
     return make
+
+
+IDLE_PREFIX = "stopped: no job for"  # engine/jobs/engine.py IDLE_MESSAGE (not imported: slow)
+
+
+def _engine_states(conn: sqlite3.Connection) -> dict[str, tuple[str, str, int]]:
+    """owner -> (status, message, pid) of the store's engines."""
+    rows = conn.execute("SELECT owner, status, message, pid FROM engines").fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -73,14 +91,20 @@ class DepthApp(App[None]):
     DEFAULT_MODE = "dashboard"
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    # The keys that change screens are priority bindings: Textual resolves an ordinary binding
+    # only once the key has bubbled up from the focused widget, and the keys typed meanwhile
+    # were already handed to the old screen's focus (a `p` typed after `2` paused a job on
+    # Jobs). A priority binding runs as the key arrives, and its action waits for the new screen
+    # to be mounted, so the keys after it go to the screen the user will see. Where the key is
+    # text (an input has focus) or a dialog is up, the actions skip and the key goes on as before.
     BINDINGS = [
-        Binding("1", "goto('dashboard')", "Dashboard"),
-        Binding("2", "goto('tasks')", "Tasks"),
-        Binding("3", "goto('triage')", "Triage"),
-        Binding("4", "goto('jobs')", "Jobs"),
-        Binding("5", "goto('reports')", "Reports"),
-        Binding("slash", "search", "Search"),
-        Binding("number_sign", "goto_episode", "Go to episode #"),
+        Binding("1", "goto('dashboard')", "Dashboard", priority=True),
+        Binding("2", "goto('tasks')", "Tasks", priority=True),
+        Binding("3", "goto('triage')", "Triage", priority=True),
+        Binding("4", "goto('jobs')", "Jobs", priority=True),
+        Binding("5", "goto('reports')", "Reports", priority=True),
+        Binding("slash", "search", "Search", priority=True),
+        Binding("number_sign", "goto_episode", "Go to episode #", priority=True),
         Binding("question_mark", "toggle_help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -101,8 +125,19 @@ class DepthApp(App[None]):
         self._report_lock = threading.Lock()
         self._report: _CachedReport | None = None
         self._report_child = ReportChild()
-        self.version = 0  # bumped whenever another connection committed
+        self.version = 0  # bumped whenever another connection changed what a screen shows
+        # per table (and "report"), how often it changed: what DataScreen.watches compares
+        self.table_versions: dict[str, int] = {}
         self._data_version = data_version(self.conn)
+        self._sign_conn = open_reader(self.db_path)  # the signature worker's own
+        self._signature: Signature = signature(self._sign_conn)
+        self._engines = _engine_states(self._sign_conn)
+        self._signing = False  # a signature worker is out: polls wait for it
+        self._navigating = 0  # screens being opened by a message (hold_keys)
+        self._held_keys: list[events.Key] = []
+        self._key_screens: dict[int, Screen] = {}  # unbound keys handed on -> the screen shown
+        self._key_timer: Timer | None = None
+        self.return_mode: str | None = None  # where esc on the jobs screen goes after `J`
         self.last_query = ""  # the last search (a Searched message), marked in episodes opened
         # One episode screen per mode, kept (installed) when popped and pointed at the next
         # episode opened: building its widgets and styles again took most of an open.
@@ -188,33 +223,139 @@ class DepthApp(App[None]):
             screen = self.screen
         except ScreenStackError:  # starting up or shutting down
             return
+        if self._signing:  # one signature at a time: what commits meanwhile waits for the next
+            return
         current = data_version(self.conn)
         if current != self._data_version:
             self._data_version = current
-        elif not (self._report_due() and getattr(screen, "uses_report", False)):
-            return
-        # (else: nothing new, but the figures on screen are from a report that held back)
+            self._signing = True
+            self._sign()
+        elif self._report_due() and getattr(screen, "uses_report", False):
+            # nothing new, but the figures on screen are from a report that held back
+            self._changed(frozenset({"report"}))
+
+    @work(thread=True, group="signature", exit_on_error=False)
+    def _sign(self) -> None:
+        """The store's signature, off the UI thread (it scans the episodes' columns)."""
+        try:
+            taken: Signature | None = signature(self._sign_conn)
+            engines = _engine_states(self._sign_conn)
+        except sqlite3.Error:
+            taken, engines = None, {}
+        try:
+            self.call_from_thread(self._signed, taken, engines)
+        except RuntimeError:  # the app has stopped meanwhile
+            pass
+
+    def _signed(self, taken: Signature | None, engines: dict[str, tuple[str, str, int]]) -> None:
+        self._signing = False
+        if taken is None:  # could not read it: reload as data_version alone would have
+            changed = frozenset(self._signature) | {"?"}
+        else:
+            changed = changed_tables(self._signature, taken)
+            self._signature = taken
+        self._say_engines_stopped(engines)
+        if changed:
+            self._changed(changed)
+
+    def _changed(self, tables: frozenset[str]) -> None:
+        for table in tables:
+            self.table_versions[table] = self.table_versions.get(table, 0) + 1
         self.version += 1
+        try:
+            screen = self.screen
+        except ScreenStackError:
+            return
         if isinstance(screen, DataScreen):
             screen.reload()
 
+    def _say_engines_stopped(self, engines: dict[str, tuple[str, str, int]]) -> None:
+        """An engine seen running that stopped by itself (idle) is said once, on any screen."""
+        before, self._engines = self._engines, engines
+        for owner, (status, message, pid) in engines.items():
+            was = before.get(owner)
+            if was is None or was[0] not in ("running", "stopping") or status != "stopped":
+                continue
+            if message.startswith(IDLE_PREFIX):
+                self.notify(
+                    f"the background engine (pid {pid}) {message}; running a job starts one again",
+                    timeout=15,
+                )
+
     def on_unmount(self) -> None:
         self._report_child.stop()
-        for conn in (self.conn, self._worker_conn):
+        for conn in (self.conn, self._worker_conn, self._sign_conn):
             conn.close()
         if self._writer is not None:
             self._writer.close()
 
     # ------------------------------------------------------------------ navigation
 
-    def on_open_episode(self, message: OpenEpisode) -> None:
+    # Keys typed while a screen is being opened. A key that opens a screen through a message
+    # (OpenEpisode, Launch: widgets/messages.py Navigate) is handled before the message reaches
+    # the app, and the keys typed after it would be resolved on the screen being left (`r`
+    # twice: two launch forms). So from the message's making until the new screen is mounted,
+    # keys are held, then handed on in order to the screen the user now sees.
+
+    def hold_keys(self) -> None:
+        """A screen is about to open: hold the keys typed until it is up (Navigate calls it)."""
+        self._navigating += 1
+        if self._key_timer is None:  # never hold keys for long, whatever went wrong
+            self._key_timer = self.set_timer(HOLD_KEYS_S, self._release_keys)
+
+    def _navigated(self) -> None:
+        self._navigating = max(0, self._navigating - 1)
+        if not self._navigating:
+            self._release_keys()
+
+    def _release_keys(self) -> None:
+        self._navigating = 0
+        if self._key_timer is not None:
+            self._key_timer.stop()
+            self._key_timer = None
+        held, self._held_keys = self._held_keys, []
+        for key in held:  # (fresh events: these were stopped when held)
+            self.post_message(events.Key(key.key, key.character))
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if self._navigating or self._held_keys:
+                self._held_keys.append(event)
+                return
+            # A bound key runs its action now, on the screen shown, as the key arrives: Textual
+            # would hand it to the focused widget and run the binding once it bubbled back,
+            # after the keys typed since had been handed to the same (maybe leaving) screen.
+            # (The chain leaves out the keys an input consumes: those are typed, as always.)
+            if await self._check_bindings(event.key, priority=True) or await self._check_bindings(
+                event.key
+            ):
+                return
+            self._key_screens[id(event)] = self.screen
+            if len(self._key_screens) > 64:  # keys an input typed never come back
+                del self._key_screens[next(iter(self._key_screens))]
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        # an unbound key that bubbled back after the screen changed: the screen it was typed
+        # for is gone, and it is not run on the new one
+        if self._key_screens.pop(id(event), self.screen) is not self.screen:
+            return
+        await super()._on_key(event)
+
+    async def on_open_episode(self, message: OpenEpisode) -> None:
+        try:
+            await self._open_episode(message)
+        finally:
+            self._navigated()
+
+    async def _open_episode(self, message: OpenEpisode) -> None:
         from depthtui.screens.episode import EpisodeScreen
 
         query = message.query or self.last_query
         kept = self._episode_screens.get(self.current_mode)
         if kept is not None and kept not in self.screen_stack:
             kept.retarget(message.episode_id, message.turn, message.context, query)
-            self.push_screen(kept)
+            await self.push_screen(kept)
             return
         screen = EpisodeScreen(
             message.episode_id, turn=message.turn, context=message.context, query=query
@@ -222,13 +363,15 @@ class DepthApp(App[None]):
         if kept is None:
             self._episode_screens[self.current_mode] = screen
             self.install_screen(screen, name=f"episode-{self.current_mode}")
-        self.push_screen(screen)
+        await self.push_screen(screen)
 
-    def show_job(self, job_id: int) -> None:
-        """The jobs screen with this job selected (after a submit)."""
+    def show_job(self, job_id: int, *, come_back: bool = False) -> None:
+        """The jobs screen with this job selected (after a submit, or `J` in a replay: with
+        `come_back`, esc on the jobs screen goes back to where `J` was pressed)."""
         from depthtui.screens.jobs import JobsScreen
 
-        self.action_goto("jobs")
+        self.return_mode = self.current_mode if come_back and self.current_mode != "jobs" else None
+        self._goto("jobs")
 
         def select() -> None:
             screen = self.screen
@@ -237,26 +380,36 @@ class DepthApp(App[None]):
 
         self.call_after_refresh(select)
 
-    def on_open_task(self, message: OpenTask) -> None:
+    async def on_open_task(self, message: OpenTask) -> None:
         from depthtui.screens.task_detail import TaskDetailScreen
 
-        self.push_screen(TaskDetailScreen(message.task_id))
+        try:
+            await self.push_screen(TaskDetailScreen(message.task_id))
+        finally:
+            self._navigated()
 
     def on_searched(self, message: Searched) -> None:
         self.last_query = message.query
 
-    def on_open_dataset(self, message: OpenDataset) -> None:
+    async def on_open_dataset(self, message: OpenDataset) -> None:
         from depthtui.screens.tasks import TasksScreen
 
-        self.switch_mode("tasks")
-        tasks = self._screen_stacks["tasks"][0]  # the mode's own screen, made by the switch
-        if isinstance(tasks, TasksScreen):
-            tasks.show_dataset(message.dataset)
+        try:
+            mounted = self.switch_mode("tasks")
+            tasks = self._screen_stacks["tasks"][0]  # the mode's own screen, made by the switch
+            if isinstance(tasks, TasksScreen):
+                tasks.show_dataset(message.dataset)
+            await mounted
+        finally:
+            self._navigated()
 
-    def on_launch(self, message: Launch) -> None:
+    async def on_launch(self, message: Launch) -> None:
         from depthtui.screens.launch import LaunchScreen
 
-        self.push_screen(LaunchScreen(message.task_ids))
+        try:
+            await self.push_screen(LaunchScreen(message.task_ids))
+        finally:
+            self._navigated()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette offers every key binding of the current screen as a command too."""
@@ -274,30 +427,56 @@ class DepthApp(App[None]):
                 partial(self.run_action, binding.action, active.node),
             )
 
-    def action_goto(self, mode: str) -> None:
+    def _skip_if_typing(self) -> None:
+        """A screen-changing key is text in an input, and no key of the app under a dialog."""
+        if isinstance(self.focused, Input | TextArea) or self.screen.is_modal:
+            raise SkipAction()
+
+    async def action_goto(self, mode: str) -> None:
         """A number key: that screen itself, not whatever was last opened on top of it."""
+        self._skip_if_typing()
+        mounted = self._goto(mode)
+        if mounted is not None:
+            await mounted  # the keys typed meanwhile wait for the new screen
+
+    def _goto(self, mode: str) -> AwaitMount | None:
+        if mode != "jobs":
+            self.return_mode = None  # a number key: no way back to keep
         stack = self._screen_stacks.get(mode, [])
         above = set(stack[1:])  # what was opened on top of the mode's screen, as of now
-        if self.current_mode != mode:
-            self.switch_mode(mode)
+        mounted = self.switch_mode(mode) if self.current_mode != mode else None
         # (a screen pushed after this key, an episode opened next, stays)
         self.call_after_refresh(self._pop_these, mode, above)
+        return mounted
+
+    def go_back(self) -> bool:
+        """esc on a mode's own screen reached by `J`: back to the mode (and replay) left."""
+        mode, self.return_mode = self.return_mode, None
+        if mode is None or mode == self.current_mode or mode not in self._screen_stacks:
+            return False
+        self.switch_mode(mode)
+        return True
 
     def _pop_these(self, mode: str, above: set[Screen]) -> None:
         while self.current_mode == mode and len(self.screen_stack) > 1 and self.screen in above:
             self.pop_screen()
 
-    def action_goto_episode(self) -> None:
+    async def action_goto_episode(self) -> None:
         from depthtui.screens.goto import GotoEpisodeScreen
+
+        self._skip_if_typing()
 
         def chosen(episode_id: int | None) -> None:
             if episode_id is not None:
                 self.post_message(OpenEpisode(episode_id))
 
-        self.push_screen(GotoEpisodeScreen(), chosen)
+        await self.push_screen(GotoEpisodeScreen(), chosen)
 
-    def action_search(self) -> None:
-        self.switch_mode("search")
+    async def action_search(self) -> None:
+        self._skip_if_typing()
+        if self.current_mode == "search":
+            raise SkipAction()  # the search screen's own `/`: back to its query
+        await self.switch_mode("search")
 
     def action_toggle_help(self) -> None:
         from depthtui.screens.help import HelpScreen

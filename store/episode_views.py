@@ -72,7 +72,7 @@ _EPISODE_COLS = (
     "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
     "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
     "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.outcome, "
-    "e.spec_json, e.job_id, e.forgeable, e.oracle_way"
+    "e.spec_json, e.job_id, e.forgeable, e.oracle_way, e.prompt_name"
 )
 
 
@@ -116,6 +116,7 @@ class EpisodeInfo:
     job_id: int | None = None  # the job that ran it (None once that job was deleted)
     forgeable: int = 0  # graded on tests that ran agent code where it could forge the grade
     oracle_way: str | None = None  # how the oracle checked: upper, walk or tar
+    prompt_name: str = ""  # the prompt arm the agent was given ('' for built-in agents)
 
     @property
     def outcome(self) -> str:
@@ -141,7 +142,7 @@ class EpisodeInfo:
 
 def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
     values = list(r)
-    values[-4] = json_or(values[-4], {})  # spec_json (then job_id, forgeable, oracle_way)
+    values[-5] = json_or(values[-5], {})  # spec_json (then job_id, forgeable, oracle_way, prompt)
     return EpisodeInfo(*values)
 
 

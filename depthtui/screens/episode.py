@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -73,11 +73,15 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
         (f"Episode {ep.id}", "bold"), "  ", safe_text(ep.task_id, 120, "bold"), "  ",
         (f" {ep.outcome} ", OUTCOME_STYLE.get(ep.outcome, "")),
     )  # fmt: skip
-    if ep.reward is not None:
+    if ep.outcome_class == "infra_error":  # left out of every rate: its reward means nothing
+        text.append("  reward —", style="dim")
+    elif ep.reward is not None:
         text.append(f"  reward {ep.reward:+.2f}")
     if total > 1:
         text.append(f"   {position}/{total} (H/L)", style="dim")
     facts = [ep.agent, ep.mode]
+    if ep.prompt_name:
+        facts.append(f"prompt {ep.prompt_name}")
     if ep.cap is not None:
         facts.append(f"cap {ep.cap}")
     if ep.budget is not None:
@@ -102,6 +106,10 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
 
 
 class EpisodeScreen(DataScreen):
+    watches = frozenset(
+        {"episodes", "turns", "calls", "segment_runs", "oracle_events", "fault_records",
+         "test_results", "labels"}
+    )  # fmt: skip
     BINDINGS = [
         Binding("h", "turn(-1)", "◀ Turn"),
         Binding("l", "turn(1)", "Turn ▶"),
@@ -120,6 +128,7 @@ class EpisodeScreen(DataScreen):
         Binding("c", "conversation", "Conversation"),
         Binding("t", "task", "Its task"),
         Binding("J", "job", "Its job"),
+        Binding("v", "verdict", "Whole verdict"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -157,12 +166,15 @@ class EpisodeScreen(DataScreen):
         if self._retargeted and self.loaded_version != -1:
             self._retargeted = False
             self.loaded_version = self.app.version  # DataScreen's reload then has nothing to do
+            self._loaded_stamp = self._stamp()
             self.load()
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="episode-head")
-        yield Static(id="verdict-strip")
+        # scrolls when longer than its few lines; v shows it whole
+        with VerticalScroll(id="verdict-box"):
+            yield Static(id="verdict-strip")
         with Horizontal(id="replay"):
             yield DataTable(id="turn-list", cursor_type="row", show_header=False)
             yield TurnView(id="turn-view")
@@ -393,11 +405,17 @@ class EpisodeScreen(DataScreen):
         if self.info is not None:
             self.post_message(OpenTask(self.info.task_id))
 
+    def action_verdict(self) -> None:
+        """v: the verdict strip at its full height (again: back to its few lines)."""
+        box = self.query_one("#verdict-box", VerticalScroll)
+        box.toggle_class("-whole")
+        box.scroll_home(animate=False)
+
     def action_job(self) -> None:
         if self.info is None or self.info.job_id is None:
             self.notify("no job recorded for this episode", severity="warning")
             return
-        self.app.show_job(self.info.job_id)
+        self.app.show_job(self.info.job_id, come_back=True)
 
     def action_conversation(self) -> None:
         from depthtui.screens.conversation import ConversationScreen

@@ -285,7 +285,7 @@ class LaunchScreen(Screen[None]):
 
     def cli(self, params: JobParams) -> str:
         """The command that stores this job from a shell, in this store, for the engine."""
-        return params.cli(self.app.db_path) + " --detach"
+        return params.cli(self.app.db_path.expanduser().resolve()) + " --detach"
 
     # ------------------------------------------------------------------ showing
 

@@ -275,6 +275,13 @@ class TriageScreen(DataScreen):
                 return
             triage.set_note(self.app.writer, item.episode_id, self.queue, note)
             self._update_item(item, label=item.label or "needs_look", note=note)
+            if not item.label:  # a stored note needs a label: say which it got, not silently
+                self.notify(
+                    f"note kept; episode {item.episode_id} is labelled "
+                    f"'{LABEL_TEXT['needs_look']}' until you label it (r real, p false "
+                    "positive, w needs a look)",
+                    timeout=8,
+                )
 
         self.app.push_screen(NoteScreen(f"Note for episode {item.episode_id}", item.note), save)
 
