@@ -18,6 +18,7 @@ from depthtui.screens.conversation import ConversationScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
+from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
 from depthtui.widgets.ladder_grid import LadderGridView
 from depthtui.widgets.messages import Launch, OpenEpisode, OpenTask
@@ -312,3 +313,41 @@ def test_a_note_on_an_unlabelled_episode_says_the_label_it_gets(tui, synthetic_d
         ), notes
 
     drive(tui, synthetic_db, flow)
+
+
+def test_sorting_by_d_puts_unmeasured_tasks_last_both_ways(tui, synthetic_db: Path) -> None:
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        d_of = {r.id: r.d for r in screen._rows}
+        assert None in d_of.values() and any(v is not None for v in d_of.values())
+        for reverse in (False, True):
+            screen.sort_key, screen.reverse = "d", reverse
+            screen._rebuild()
+            await pilot.pause()
+            shown = [d_of[i] for i in screen.visible_ids()]
+            known = [d for d in shown if d is not None]
+            assert shown == known + [None] * (len(shown) - len(known)), (reverse, shown)
+            assert known == sorted(known, reverse=reverse)
+
+    drive(tui, synthetic_db, flow)
+
+
+def test_submit_is_in_view_at_100_by_30(tui, tui_db: Path) -> None:
+    conn = open_reader(tui_db)
+    task = conn.execute("SELECT id FROM tasks ORDER BY id LIMIT 1").fetchone()[0]
+    conn.close()
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(Launch((task,)))
+        await tui.settle(pilot)
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        submit = form.query_one("#submit")
+        region = submit.region
+        assert region.height >= 1 and region.bottom <= 30 and region.right <= 100, region
+        assert "Submit job" in tui.text(app)
+
+    drive(tui, tui_db, flow, size=(100, 30))

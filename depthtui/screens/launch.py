@@ -200,9 +200,10 @@ class LaunchScreen(Screen[None]):
             yield Static("equivalent command", classes="section-title")
             yield Static(id="cli-preview")
             yield Static(id="launch-problems")
-            with Horizontal(id="launch-buttons"):
-                yield Button("Submit job", variant="primary", id="submit")
-                yield Button("Cancel", id="cancel")
+        # outside the scroll: Submit stays in view however long the form (100×30 cut it off)
+        with Horizontal(id="launch-buttons"):
+            yield Button("Submit job", variant="primary", id="submit", compact=True)
+            yield Button("Cancel", id="cancel", compact=True)
         yield Footer()
 
     def on_mount(self) -> None:
