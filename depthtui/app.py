@@ -87,6 +87,7 @@ class DepthApp(App[None]):
         "jobs": _screen("jobs", "JobsScreen"),
         "search": _screen("search", "SearchScreen"),
         "reports": _screen("reports", "ReportsScreen"),
+        "runs": _screen("runs", "RunsScreen"),
     }
     DEFAULT_MODE = "dashboard"
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
@@ -103,6 +104,7 @@ class DepthApp(App[None]):
         Binding("3", "goto('triage')", "Triage", priority=True),
         Binding("4", "goto('jobs')", "Jobs", priority=True),
         Binding("5", "goto('reports')", "Reports", priority=True),
+        Binding("6", "goto('runs')", "Runs", priority=True),
         Binding("slash", "search", "Search", priority=True),
         Binding("number_sign", "goto_episode", "Go to episode #", priority=True),
         Binding("question_mark", "toggle_help", "Help"),
