@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from textual.coordinate import Coordinate
-from textual.widgets import Static
+from textual.widgets import DataTable, Select, Static
 
 from depthtui.app import DepthApp
+from depthtui.screens.compare import CompareScreen
 from depthtui.screens.conversation import ConversationScreen
 from depthtui.screens.episode import EpisodeScreen
 from depthtui.screens.jobs import JobsScreen
@@ -351,3 +352,41 @@ def test_submit_is_in_view_at_100_by_30(tui, tui_db: Path) -> None:
         assert "Submit job" in tui.text(app)
 
     drive(tui, tui_db, flow, size=(100, 30))
+
+
+def test_compare_keeps_fault_bench_clean_runs_apart_from_free_runs(tui, synthetic_db: Path) -> None:
+    conn = open_reader(synthetic_db)
+    task, model, budget = conn.execute(
+        "SELECT b.task_id, b.agent, b.budget FROM episodes b JOIN episodes f ON "
+        "f.task_id = b.task_id AND f.agent = b.agent AND f.budget = b.budget "
+        "AND f.mode = 'free' AND f.cap IS NULL AND f.fault_family = 'clean' "
+        "WHERE b.mode = 'episodes' AND b.fault_family = 'clean' AND b.cap IS NULL LIMIT 1"
+    ).fetchone()
+    modes = dict(
+        conn.execute("SELECT id, mode FROM episodes WHERE task_id = ?", (task,)).fetchall()
+    )
+    conn.close()
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.push_screen(CompareScreen(task))
+        await tui.settle(pilot)
+        screen = app.screen
+        if model not in (screen.left, screen.right):
+            screen.query_one("#compare-left", Select).value = model
+            assert await tui.until(pilot, lambda: screen.left == model)
+            await tui.settle(pilot)
+        side = 0 if screen.left == model else 1
+        c = screen.comparison
+        rows = {r.condition.label(c.several_others): r for r in c.rows}
+        other = f" · {c.rows[0].condition.other}" if c.several_others else ""
+        free = rows[f"uncapped · budget {budget}{other}"]
+        bench = rows[f"uncapped · budget {budget} · clean (fault bench){other}"]
+        free_runs = free.left if side == 0 else free.right
+        bench_runs = bench.left if side == 0 else bench.right
+        assert free_runs and {modes[r.episode_id] for r in free_runs} == {"free"}
+        assert bench_runs and {modes[r.episode_id] for r in bench_runs} == {"episodes"}
+        table = screen.query_one("#compare-table", DataTable)
+        labels = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert f"uncapped · budget {budget} · clean (fault bench){other}" in labels
+
+    drive(tui, synthetic_db, flow)

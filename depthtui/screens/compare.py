@@ -29,7 +29,7 @@ OUTPUT_CHARS = 100
 
 
 def _row_key(c: compare.Condition) -> str:
-    return f"{c.cap}|{c.budget}|{c.fault_family}|{c.other}"
+    return f"{c.cap}|{c.budget}|{c.fault_family}|{c.other}|{int(c.bench)}"
 
 
 def outcomes_cell(runs: tuple[Run, ...], paired: int | None) -> Text:
