@@ -346,6 +346,8 @@ def test_submit_is_in_view_at_100_by_30(tui, tui_db: Path) -> None:
         await tui.settle(pilot)
         form = app.screen
         assert isinstance(form, LaunchScreen)
+        form.query_one("#mode", Select).value = "episodes"  # the longest form
+        await pilot.pause()
         submit = form.query_one("#submit")
         region = submit.region
         assert region.height >= 1 and region.bottom <= 30 and region.right <= 100, region
@@ -390,3 +392,27 @@ def test_compare_keeps_fault_bench_clean_runs_apart_from_free_runs(tui, syntheti
         assert f"uncapped · budget {budget} · clean (fault bench){other}" in labels
 
     drive(tui, synthetic_db, flow)
+
+
+def test_a_new_label_and_note_are_shown_whole_in_triage(tui, synthetic_db: Path) -> None:
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("3")
+        await tui.settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TriageScreen)
+        item = screen._current()
+        assert item is not None and not item.label
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press(*"deleted the report", "enter")
+        await pilot.pause()
+        await pilot.press("up")  # (labelling moves the cursor on)
+        await pilot.pause()
+        line = next(
+            line
+            for line in tui.text(app).splitlines()
+            if line.lstrip().startswith(str(item.episode_id))
+        )
+        assert "needs a look" in line and "deleted the report" in line, line
+
+    drive(tui, synthetic_db, flow, size=(160, 45))

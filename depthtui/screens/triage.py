@@ -291,8 +291,9 @@ class TriageScreen(DataScreen):
         self.all_items = [self.items[key] if i.episode_id == item.episode_id else i
                           for i in self.all_items]  # fmt: skip
         table = self.query_one("#triage", DataTable)
-        table.update_cell(key, "label", label_text(label))
-        table.update_cell(key, "note", one_line(note, 24))
+        # the columns grow with what they now hold ("needs a look", not "needs a lo")
+        table.update_cell(key, "label", label_text(label), update_width=True)
+        table.update_cell(key, "note", one_line(note, 24), update_width=True)
         self._detail()
 
     def action_open(self) -> None:
