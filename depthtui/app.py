@@ -29,6 +29,7 @@ from textual import events, work
 from textual.actions import SkipAction
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
@@ -57,6 +58,13 @@ def _screen(module: str, name: str) -> Callable[[], Screen]:
         return getattr(importlib.import_module(f"depthtui.screens.{module}"), name)()
 
     return make
+
+
+PREWARM_AFTER_S = 0.5  # after start-up, how often to look whether the app is idle enough
+
+
+class _Prewarm(Message):
+    """Build the episode screen ahead of the first open (DepthApp.on__prewarm)."""
 
 
 IDLE_PREFIX = "stopped: no job for"  # engine/jobs/engine.py IDLE_MESSAGE (not imported: slow)
@@ -112,9 +120,18 @@ class DepthApp(App[None]):
     ]
 
     def __init__(
-        self, db: Path | str, *, poll_seconds: float = POLL_SECONDS, start_engine: bool = True
+        self,
+        db: Path | str,
+        *,
+        poll_seconds: float = POLL_SECONDS,
+        start_engine: bool = True,
+        prewarm: bool = False,
     ) -> None:
         super().__init__()
+        # build an episode screen while the user reads the dashboard (see _prewarm); the
+        # command line's app does, tests that count screens do not
+        self.prewarm = prewarm
+        self._spare_episode: EpisodeScreen | None = None
         self.db_path = Path(db)
         self.start_engine = start_engine  # start a background engine for submitted jobs
         self.sub_title = self.db_path.name
@@ -202,6 +219,43 @@ class DepthApp(App[None]):
 
     def on_mount(self) -> None:
         self.set_interval(self.poll_seconds, self.poll_store)
+        if self.prewarm:
+            self.set_timer(PREWARM_AFTER_S, self._prewarm_when_idle)
+
+    # The first episode opened in a process built its screen: widgets, their styles, the
+    # footer's keys, the turn view's renderers (8.5 s at load 11 on the bench's store, against
+    # 0.95 s for the next ones). Once the first screen is up and nothing else is going on, an
+    # episode screen is built and shown inside a batch (nothing reaches the terminal), then
+    # kept as the spare the first open points at the episode asked for.
+
+    def _prewarm_when_idle(self) -> None:
+        screen = self.screen
+        busy = (
+            self._navigating
+            or self._held_keys
+            or len(self.screen_stack) > 1
+            or not (isinstance(screen, DataScreen) and screen.loaded.is_set())
+            or any(w.is_running for w in self.workers)
+        )
+        if busy:
+            self.set_timer(PREWARM_AFTER_S, self._prewarm_when_idle)
+        elif not self._episode_screens and self._spare_episode is None:
+            self.post_message(_Prewarm())
+
+    async def on__prewarm(self, _: _Prewarm) -> None:
+        """(A message handler of the app's: keys typed meanwhile wait for it, in order.)"""
+        from depthtui.screens.episode import EpisodeScreen
+
+        row = self.conn.execute("SELECT max(id) FROM episodes").fetchone()
+        if row is None or row[0] is None or len(self.screen_stack) > 1:
+            return
+        spare = EpisodeScreen(row[0])
+        self.install_screen(spare, name="episode-spare")
+        with self.batch_update():
+            await self.push_screen(spare)
+            await spare.loaded.wait()
+            await self.pop_screen()
+        self._spare_episode = spare
 
     def hand_to_engine(self, job_id: int, workers: int) -> None:
         """Make sure a background engine will run a job just queued (starting one if none)."""
@@ -355,6 +409,9 @@ class DepthApp(App[None]):
 
         query = message.query or self.last_query
         kept = self._episode_screens.get(self.current_mode)
+        if kept is None and self._spare_episode is not None:  # built ahead (_prewarm)
+            kept, self._spare_episode = self._spare_episode, None
+            self._episode_screens[self.current_mode] = kept
         if kept is not None and kept not in self.screen_stack:
             kept.retarget(message.episode_id, message.turn, message.context, query)
             await self.push_screen(kept)

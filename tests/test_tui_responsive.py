@@ -21,6 +21,7 @@ from depthtui.screens.compare import CompareScreen
 from depthtui.screens.dashboard import DashboardScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.tasks import TasksScreen
+from depthtui.widgets.messages import OpenEpisode
 from engine.jobs.engine import IDLE_ENV, idle_limit
 from engine.jobs.launch import start_engine, stop_engines
 from store import queue, triage
@@ -203,3 +204,24 @@ def test_a_key_typed_while_the_launch_form_opens_goes_to_the_form(tui, tui_db: P
         assert [type(s).__name__ for s in app.screen_stack] == ["TasksScreen", "LaunchScreen"]
 
     drive(tui, tui_db, flow)
+
+
+def test_the_first_episode_opened_finds_its_screen_built_ahead(tui, synthetic_db: Path) -> None:
+    """`depthtui` builds an episode screen while the user reads the first screen (nothing is
+    drawn meanwhile), and the first open uses it: the first open no longer builds one."""
+
+    async def main() -> None:
+        app = DepthApp(synthetic_db, poll_seconds=0.1, start_engine=False, prewarm=True)
+        async with app.run_test(size=tui.size) as pilot:
+            await tui.settle(pilot)
+            assert await tui.until(pilot, lambda: app._spare_episode is not None, tries=300)
+            spare = app._spare_episode
+            assert isinstance(app.screen, DashboardScreen) and len(app.screen_stack) == 1
+            with Store(synthetic_db) as store:
+                first = store.query("SELECT min(id) AS id FROM episodes")[0]["id"]
+            app.post_message(OpenEpisode(first))
+            await tui.settle(pilot)
+            assert app.screen is spare and spare.episode_id == first
+            assert spare.info is not None and spare.info.id == first
+
+    asyncio.run(main())
