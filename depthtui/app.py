@@ -99,7 +99,7 @@ class DepthApp(App[None]):
     }
     DEFAULT_MODE = "dashboard"
     # Below 100 columns the screens stack what sits side by side and narrow their lists.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide"), (180, "-widest")]
     # The keys that change screens are priority bindings: Textual resolves an ordinary binding
     # only once the key has bubbled up from the focused widget, and the keys typed meanwhile
     # were already handed to the old screen's focus (a `p` typed after `2` paused a job on

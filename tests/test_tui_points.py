@@ -416,3 +416,23 @@ def test_a_new_label_and_note_are_shown_whole_in_triage(tui, synthetic_db: Path)
         assert "needs a look" in line and "deleted the report" in line, line
 
     drive(tui, synthetic_db, flow, size=(160, 45))
+
+
+def test_turn_labels_use_a_wide_terminal(tui, synthetic_db: Path) -> None:
+    conn = open_reader(synthetic_db)
+    episode, idx, text = conn.execute(
+        "SELECT episode_id, idx, text FROM turns WHERE length(text) > 60 "
+        "AND text NOT LIKE '%' || char(27) || '%' ORDER BY episode_id, idx LIMIT 1"
+    ).fetchone()
+    conn.close()
+    words = " ".join(text.split())[:55]
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(OpenEpisode(episode))
+        await tui.settle(pilot)
+        table = app.screen.query_one("#turn-list", DataTable)
+        label = str(table.get_cell_at(Coordinate(idx - 1, 0)))
+        assert words in label, (label, words)
+        assert words in tui.text(app)
+
+    drive(tui, synthetic_db, flow, size=(220, 60))

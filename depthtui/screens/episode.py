@@ -26,6 +26,8 @@ from store import search, views, vocab
 HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
 TURN_LIST_WIDTH = 40
 PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
+WIDEST = 180  # from this terminal width the turn list is wider (app.tcss Screen.-widest)
+WIDEST_LIST = 76
 MARK_COLLATERAL = ("■", "bold red")
 MARK_FAULT = ("◆", "bold yellow")
 MARK_ERROR = ("!", "bold magenta")  # a malformed reply, a call timed out or not run
@@ -151,6 +153,7 @@ class EpisodeScreen(DataScreen):
         self.selected_call = 0
         self._verdict: Verdict | None = None
         self._retargeted = False
+        self.preview = PREVIEW_CHARS  # characters of a turn's label (wider terminals: more)
 
     def retarget(
         self, episode_id: int, turn: int | None, context: tuple[int, ...], query: str
@@ -183,7 +186,10 @@ class EpisodeScreen(DataScreen):
 
     def on_mount(self) -> None:
         turn_list = self.query_one("#turn-list", DataTable)
-        turn_list.add_column("turn", key="turn", width=TURN_LIST_WIDTH)
+        # a wide terminal gives the turns' labels the room (they were cut at 30 at 220 wide)
+        width = WIDEST_LIST if self.app.size.width >= WIDEST else TURN_LIST_WIDTH
+        self.preview = PREVIEW_CHARS + width - TURN_LIST_WIDTH
+        turn_list.add_column("turn", key="turn", width=width)
         turn_list.focus()
 
     # ------------------------------------------------------------------ loading
@@ -214,7 +220,7 @@ class EpisodeScreen(DataScreen):
         turn_list.clear()
         self.query_one("#turn-view", TurnView).scroll_home(animate=False)
         # a table draws only the rows on screen: a 150-turn list costs what 35 rows cost
-        turn_list.add_rows([turn_prompt(m, False)] for m in self.marks)
+        turn_list.add_rows([turn_prompt(m, False, self.preview)] for m in self.marks)
         self._show_head()
         self.show_turn(min(max(1, turn), max(1, len(self.marks))), force=True)
         if self.search_text:
@@ -258,10 +264,12 @@ class EpisodeScreen(DataScreen):
             hit = m.idx in self.hits
             if m.idx <= last:
                 self.marks[m.idx - 1] = m
-                turn_list.update_cell_at(Coordinate(m.idx - 1, 0), turn_prompt(m, hit))
+                turn_list.update_cell_at(
+                    Coordinate(m.idx - 1, 0), turn_prompt(m, hit, self.preview)
+                )
             else:
                 self.marks.append(m)
-                turn_list.add_row(turn_prompt(m, hit))
+                turn_list.add_row(turn_prompt(m, hit, self.preview))
         self._verdict = None
         if self.turn >= last - 1:
             self.show_turn(self.turn, force=True)
@@ -285,7 +293,7 @@ class EpisodeScreen(DataScreen):
         for idx in hits:
             if 1 <= idx <= len(self.marks):
                 turn_list.update_cell_at(
-                    Coordinate(idx - 1, 0), turn_prompt(self.marks[idx - 1], True)
+                    Coordinate(idx - 1, 0), turn_prompt(self.marks[idx - 1], True, self.preview)
                 )
 
     def verdict(self) -> Verdict:
