@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable, Select, Static
+from textual.widgets import Checkbox, DataTable, Select, Static
 
 from depthtui.app import DepthApp
 from depthtui.screens.compare import CompareScreen
@@ -436,3 +436,23 @@ def test_turn_labels_use_a_wide_terminal(tui, synthetic_db: Path) -> None:
         assert words in tui.text(app)
 
     drive(tui, synthetic_db, flow, size=(220, 60))
+
+
+def test_the_launch_form_checkboxes_say_on_or_off(tui, tui_db: Path) -> None:
+    conn = open_reader(tui_db)
+    task = conn.execute("SELECT id FROM tasks ORDER BY id LIMIT 1").fetchone()[0]
+    conn.close()
+
+    async def flow(app: DepthApp, pilot) -> None:
+        app.post_message(Launch((task,)))
+        await tui.settle(pilot)
+        form = app.screen
+        box = form.query_one("#retry-errors", Checkbox)
+        assert str(box.label) == "--retry-errors (off)"
+        box.value = True
+        await pilot.pause()
+        assert str(box.label) == "--retry-errors (on)"
+        assert "--retry-errors (on)" in tui.text(app)
+        assert "--retry-errors" in str(form.query_one("#cli-preview", Static).render())
+
+    drive(tui, tui_db, flow)

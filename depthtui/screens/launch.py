@@ -111,6 +111,12 @@ def _row(label: str, *widgets: Widget, row_id: str | None = None) -> Horizontal:
     return Horizontal(Label(label, classes="form-label"), *widgets, classes="form-row", id=row_id)
 
 
+def _say_state(box: Checkbox) -> None:
+    """A checkbox says on or off in words: its colour alone was the only sign."""
+    flag = str(box.label).split(" (")[0]
+    box.label = f"{flag} ({'on' if box.value else 'off'})"
+
+
 class LaunchScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit job"),
@@ -209,6 +215,8 @@ class LaunchScreen(Screen[None]):
     def on_mount(self) -> None:
         for widget in self.query("Input, Select, SelectionList, Checkbox"):
             widget.compact = True  # one line each: the whole form fits a 100×30 terminal
+        for box in self.query(Checkbox):
+            _say_state(box)
         self.query_one("#mode", Select).focus()
         self._load_models()
         self._update()
@@ -317,6 +325,8 @@ class LaunchScreen(Screen[None]):
         event.stop()
         if isinstance(event, Input.Changed) and event.input.id == "models-file":
             self._load_models()
+        if isinstance(event, Checkbox.Changed):
+            _say_state(event.checkbox)
         self._update()
 
     @on(Button.Pressed, "#submit")
