@@ -149,8 +149,8 @@ class DepthApp(App[None]):
         self.table_versions: dict[str, int] = {}
         self._data_version = data_version(self.conn)
         self._sign_conn = open_reader(self.db_path)  # the signature worker's own
-        self._signature: Signature = signature(self._sign_conn)
-        self._engines = _engine_states(self._sign_conn)
+        self._signature: Signature | None = None  # taken by the first worker (off start-up)
+        self._engines: dict[str, tuple[str, str, int]] = {}
         self._signing = False  # a signature worker is out: polls wait for it
         self._navigating = 0  # screens being opened by a message (hold_keys)
         self._held_keys: list[events.Key] = []
@@ -218,6 +218,8 @@ class DepthApp(App[None]):
         return self._writer
 
     def on_mount(self) -> None:
+        self._signing = True
+        self._sign()  # the signature to compare the next ones with
         self.set_interval(self.poll_seconds, self.poll_store)
         if self.prewarm:
             self.set_timer(PREWARM_AFTER_S, self._prewarm_when_idle)
@@ -305,6 +307,9 @@ class DepthApp(App[None]):
 
     def _signed(self, taken: Signature | None, engines: dict[str, tuple[str, str, int]]) -> None:
         self._signing = False
+        if self._signature is None:  # the first: nothing to compare it with
+            self._signature, self._engines = taken or {}, engines
+            return
         if taken is None:  # could not read it: reload as data_version alone would have
             changed = frozenset(self._signature) | {"?"}
         else:
@@ -375,6 +380,7 @@ class DepthApp(App[None]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
+            self.app_focus = True  # (as Textual's own on_event does for a key)
             if self._navigating or self._held_keys:
                 self._held_keys.append(event)
                 return
@@ -394,7 +400,12 @@ class DepthApp(App[None]):
     async def _on_key(self, event: events.Key) -> None:
         # an unbound key that bubbled back after the screen changed: the screen it was typed
         # for is gone, and it is not run on the new one
-        if self._key_screens.pop(id(event), self.screen) is not self.screen:
+        sent_to = self._key_screens.pop(id(event), None)
+        try:
+            screen = self.screen
+        except ScreenStackError:  # shutting down
+            return
+        if sent_to is not None and sent_to is not screen:
             return
         await super()._on_key(event)
 

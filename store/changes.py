@@ -30,7 +30,13 @@ AGGREGATES = {
     "estimates": "count(*), max(updated_at), total(estimate), sum(finished)",
     "contracts": "count(*), max(created_at)",
     "segment_runs": "count(*), count(passed), count(error_kind)",
-    "turns": "count(*), max(id), sum(finished)",
+    # the biggest tables: their newest row only (an index lookup, not a scan); a turn or call
+    # changed in place moves its episode's columns above
+    "turns": "max(id)",
+    "calls": "max(id)",
+    "oracle_events": "max(id)",
+    "test_results": "max(id)",
+    "call_outputs": "max(rowid)",
 }
 
 
