@@ -33,7 +33,7 @@ setup_venv() {
     fi
     say "virtual environment: installing depthtui, its dev tools and Ray into $VENV"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[dev,ray]" >"$CACHE/pip.log" 2>&1 \
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[dev,ray,web]" >"$CACHE/pip.log" 2>&1 \
         || die "pip install failed; see $CACHE/pip.log"
     echo "$want" > "$stamp"
 }

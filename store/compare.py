@@ -74,6 +74,9 @@ class Condition:
     budget: int | None
     fault_family: str
     other: str  # the prompt arm (models compared) or the model (prompt arms compared)
+    # run by the fault bench (`episodes`): its clean arm is not the free runs' condition (it
+    # has the bench's budget line and limits), so it gets a row of its own
+    bench: bool = False
 
     def label(self, with_other: bool) -> str:
         parts = ["uncapped" if self.cap is None else f"cap {self.cap}"]
@@ -81,6 +84,8 @@ class Condition:
             parts.append(f"budget {self.budget}")
         if self.fault_family != vocab.NO_FAULT:
             parts.append(self.fault_family)
+        elif self.bench:
+            parts.append("clean (fault bench)")
         if with_other:
             parts.append(self.other or "(no prompt)")
         return " · ".join(parts)
@@ -89,6 +94,7 @@ class Condition:
         """Clean runs first, then by budget and fault; within those caps up, uncapped last."""
         return (
             self.fault_family != vocab.NO_FAULT,
+            self.bench,
             self.fault_family,
             self.budget is not None,
             self.budget or 0,
@@ -132,11 +138,11 @@ def compare(
     cells: dict[Condition, tuple[list[Run], list[Run]]] = {}
     for r in conn.execute(
         f"SELECT id, {column}, cap, budget, fault_family, {other}, attempt, turns, status, "
-        f"outcome, end_reason, collateral FROM episodes WHERE task_id = ? AND {column} IN (?, ?) "
-        f"AND {_NOT_MODELS} ORDER BY attempt, id",
+        f"outcome, end_reason, collateral, mode = 'episodes' FROM episodes WHERE task_id = ? "
+        f"AND {column} IN (?, ?) AND {_NOT_MODELS} ORDER BY attempt, id",
         (task_id, left, right, *BUILTIN_AGENTS),
     ):
-        condition = Condition(r[2], r[3], r[4], r[5])
+        condition = Condition(r[2], r[3], r[4], r[5], bool(r[12]))
         run = Run(r[0], outcome(r[8], r[9], r[10], r[11]), r[7], r[6])
         both = cells.setdefault(condition, ([], []))
         if r[1] == left:

@@ -35,6 +35,12 @@ def default_path() -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
+    return builtin_path()
+
+
+def builtin_path() -> Path:
+    """`depthtui.db` in the user's data directory: the store a command without `--db` uses in
+    a shell where $DEPTHTUI_DB is not set (the global `--db` sets it for its own process)."""
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("depthtui")) / "depthtui.db"

@@ -72,7 +72,7 @@ _EPISODE_COLS = (
     "e.segments_passed, e.passed, e.complete, e.tests_passed, e.tests_total, e.reward, "
     "e.safe_success, e.collateral, e.collateral_call, e.fault_observed_call, e.fault_cleared, "
     "e.error_kind, e.error_detail, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.outcome, "
-    "e.spec_json, e.job_id, e.forgeable, e.oracle_way, e.end_detail"
+    "e.spec_json, e.job_id, e.forgeable, e.oracle_way, e.end_detail, e.prompt_name"
 )
 
 
@@ -117,6 +117,7 @@ class EpisodeInfo:
     forgeable: int = 0  # graded on tests that ran agent code where it could forge the grade
     oracle_way: str | None = None  # how the oracle checked: upper, walk or tar
     end_detail: str | None = None  # why it ended, in words (the server's for a full context)
+    prompt_name: str = ""  # the prompt arm the agent was given ('' for built-in agents)
 
     @property
     def outcome(self) -> str:
@@ -142,8 +143,8 @@ class EpisodeInfo:
 
 def _episode(r: sqlite3.Row | tuple) -> EpisodeInfo:
     values = list(r)
-    # spec_json (then job_id, forgeable, oracle_way, end_detail)
-    values[-5] = json_or(values[-5], {})
+    # spec_json (then job_id, forgeable, oracle_way, end_detail, prompt_name)
+    values[-6] = json_or(values[-6], {})
     return EpisodeInfo(*values)
 
 

@@ -249,9 +249,12 @@ def ladder(conn: sqlite3.Connection, task_id: str) -> LadderGrid:
         if m not in models:
             models.append(m)
     for r in free_runs:
-        if r[1] in models:
-            run = LadderRun(r[0], r[3], outcome(*tuple(r)[4:8]))
-            cells.setdefault((r[1], None), []).append(run)
+        # a model with free runs only gets its row too: its uncapped runs are the protocol's
+        # first step, and when none passed that is the reason it has no N and no D
+        if r[1] not in models:
+            models.append(r[1])
+        run = LadderRun(r[0], r[3], outcome(*tuple(r)[4:8]))
+        cells.setdefault((r[1], None), []).append(run)
     for key, runs in cells.items():
         cells[key] = sorted(runs, key=lambda run: run.episode_id)
     return LadderGrid(

@@ -230,6 +230,7 @@ class TurnRecordRow:
     request: dict
     response: dict
     text: str
+    counted: bool = True  # False: the closing reply, shown but not a turn
 
 
 @dataclass(frozen=True)
@@ -255,9 +256,9 @@ def conversation(conn: sqlite3.Connection, episode_id: int) -> ConversationRows 
         )
     )
     turns = tuple(
-        TurnRecordRow(r[0], r[1], json_or(r[2], {}), json_or(r[3], {}), r[4])
+        TurnRecordRow(r[0], r[1], json_or(r[2], {}), json_or(r[3], {}), r[4], bool(r[5]))
         for r in conn.execute(
-            "SELECT idx, segment_idx, request_json, response_json, text FROM turns "
+            "SELECT idx, segment_idx, request_json, response_json, text, counted FROM turns "
             "WHERE episode_id = ? ORDER BY idx",
             (episode_id,),
         )

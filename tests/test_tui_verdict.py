@@ -84,7 +84,7 @@ def test_the_strip_says_why_each_kind_of_episode_ended(tui, synthetic_db: Path, 
 
     assert text["fault"].startswith("PASS ")
     assert (
-        f"fault: {fault.family} on {fault.target}, first met at call {fault.observed_call}"
+        f"fault: {fault.family} on {fault.target}, cleared, first met at call {fault.observed_call}"
         in text["fault"]
     )
     assert "cleared" in text["fault"] and "not cleared" not in text["fault"]

@@ -35,6 +35,15 @@ def start(
     ] = False,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    idle_s: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-s",
+            min=0,
+            help="Stop after this many seconds with no job (default $DEPTHTUI_ENGINE_IDLE_S, "
+            "else 600; 0: never).",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Start an engine for the store, detached, logging beside the store."""
@@ -65,7 +74,10 @@ def start(
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        engine = Engine(path, workers, executor=choice)
+        try:
+            engine = Engine(path, workers, executor=choice, idle_s=idle_s)
+        except ValueError as exc:  # $DEPTHTUI_ENGINE_IDLE_S is not a number
+            fail(str(exc))
         signal.signal(signal.SIGTERM, engine.request_stop)
         signal.signal(signal.SIGINT, engine.request_stop)
         try:
@@ -74,8 +86,8 @@ def start(
             fail(str(exc))
         return
     try:
-        pid = start_engine(path, workers, executor=choice)
-    except (EngineError, StoreError) as exc:
+        pid = start_engine(path, workers, executor=choice, idle_s=idle_s)
+    except (EngineError, StoreError, ValueError) as exc:
         fail(str(exc))
     console.print(
         f"engine started: pid {pid}, {workers} worker(s), {choice.kind} executor, "

@@ -34,7 +34,7 @@ def open_tui(db: Path | None) -> None:
         fail(str(exc))
     from depthtui.app import DepthApp  # Textual is imported only when the TUI is opened
 
-    DepthApp(path).run()
+    DepthApp(path, prewarm=True).run()
 
 
 def serve_tui(db: Path | None, host: str, port: int, public_url: str | None) -> None:

@@ -22,6 +22,10 @@ class DataScreen(Screen[None]):
     """
 
     uses_report = False  # shows figures from App.report (reloaded when a held-back one is due)
+    # The tables whose changes this screen shows (store/changes.py names); None: all of them.
+    # A commit that changes none of them (a heartbeat, a job's progress on the compare screen)
+    # does not reload the screen.
+    watches: frozenset[str] | None = None
 
     BINDINGS = [
         Binding("escape", "back", "Back", show=False),
@@ -32,10 +36,12 @@ class DataScreen(Screen[None]):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.loaded_version = -1  # -1: widgets not set up yet, nothing to reload into
+        self._loaded_stamp: object = None  # the watched tables' versions at the last load
         self.loaded = asyncio.Event()  # set once the first load is on screen (tests, bench)
 
     def on_mount(self) -> None:
         self.loaded_version = self.app.version
+        self._loaded_stamp = self._stamp()
         self.load()
 
     def on_screen_resume(self) -> None:
@@ -46,7 +52,20 @@ class DataScreen(Screen[None]):
         if self.loaded_version in (-1, self.app.version):
             return
         self.loaded_version = self.app.version
+        stamp = self._stamp()
+        if stamp is not None and stamp == self._loaded_stamp:
+            return  # what changed is nothing this screen shows
+        self._loaded_stamp = stamp
         self.load()
+
+    def _stamp(self) -> object:
+        """The versions of the tables this screen watches (None: it watches everything)."""
+        versions = getattr(self.app, "table_versions", None)
+        if versions is None or self.watches is None:
+            return None
+        watched = sorted(self.watches | ({"report"} if self.uses_report else set()))
+        # "?": the app could not read a signature, and reloads everything
+        return tuple(versions.get(t, 0) for t in watched), versions.get("?", 0)
 
     def load(self) -> None:
         raise NotImplementedError
@@ -88,3 +107,5 @@ class DataScreen(Screen[None]):
             return
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+        elif getattr(self.app, "return_mode", None):
+            self.app.go_back()  # (J from a replay: back to it)

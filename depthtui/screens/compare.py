@@ -29,7 +29,7 @@ OUTPUT_CHARS = 100
 
 
 def _row_key(c: compare.Condition) -> str:
-    return f"{c.cap}|{c.budget}|{c.fault_family}|{c.other}"
+    return f"{c.cap}|{c.budget}|{c.fault_family}|{c.other}|{int(c.bench)}"
 
 
 def outcomes_cell(runs: tuple[Run, ...], paired: int | None) -> Text:
@@ -174,6 +174,7 @@ def divergence_view(c: Comparison, row: Row, pair: tuple[int, int], d: Divergenc
 
 
 class CompareScreen(DataScreen):
+    watches = frozenset({"episodes", "turns", "calls"})
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("a", "pair(0)", "Left: next run"),
@@ -192,6 +193,7 @@ class CompareScreen(DataScreen):
         self.divergences: dict[str, Divergence] = {}
         self.pairs: dict[str, tuple[int, int]] = {}  # row key -> (left run, right run) compared
         self._columns: tuple[str, str] | None = None
+        self._picker_options: dict[str, list[tuple[str, str]]] = {}  # what each side offers
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -327,16 +329,23 @@ class CompareScreen(DataScreen):
         kinds = [(KIND_LABEL[k], k) for k in ("model", "prompt") if len(sides.of(k)) >= 2]
         kind_select = self.query_one("#compare-kind", Select)
         kind_select.display = bool(kinds)
-        if kinds:
+        if kinds and not kind_select.expanded:
             with kind_select.prevent(Select.Changed):  # what is shown, not a choice
-                kind_select.set_options(kinds)
-                kind_select.value = self.kind
+                if self._picker_options.get("#compare-kind") != kinds:
+                    kind_select.set_options(kinds)
+                    self._picker_options["#compare-kind"] = kinds
+                if kind_select.value != self.kind:
+                    kind_select.value = self.kind
         options = [(f"{s.name} ({s.runs})", s.name) for s in sides.of(self.kind)]
         for select_id, value in (("#compare-left", self.left), ("#compare-right", self.right)):
             select = self.query_one(select_id, Select)
+            if select.expanded:
+                continue  # the user is choosing: filling it in would drop the highlight
             with select.prevent(Select.Changed):
-                select.set_options(options)
-                if value is not None:
+                if self._picker_options.get(select_id) != options:
+                    select.set_options(options)
+                    self._picker_options[select_id] = options
+                if value is not None and select.value != value:
                     select.value = value
 
     def _current(self) -> tuple[Row, str] | None:

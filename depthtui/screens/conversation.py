@@ -85,9 +85,12 @@ def messages_of(rows: views.ConversationRows) -> tuple[list[Message], bool]:
         last = rows.turns[-1]
         reply = ((last.response.get("choices") or [{}])[0] or {}).get("message")
         if isinstance(reply, dict):
-            out.append(_message(reply, last.idx, segment_of))
+            message = _message(reply, last.idx, segment_of)
+            if not last.counted:  # named as the replay names it
+                message = Message(message.role, CLOSING, message.text)
+            out.append(message)
         elif last.text:
-            out.append(Message("assistant", f"turn {last.idx}", last.text))
+            out.append(Message("assistant", _turn_name(last), last.text))
         tools = full[0].get("tools")
         if tools:
             out.insert(1, Message("tools", "tools offered", json.dumps(tools, indent=2)))
@@ -107,8 +110,15 @@ def messages_of(rows: views.ConversationRows) -> tuple[list[Message], bool]:
             name, text = segments[t.segment_idx]
             what = "task message" + (f", segment {t.segment_idx + 1} {name}" if name else "")
             out.append(Message("user", what, text))
-        out.append(Message("assistant", f"turn {t.idx}", t.text))
+        out.append(Message("assistant", _turn_name(t), t.text))
     return out, False
+
+
+CLOSING = "closing reply (not a turn)"  # as the replay's turn header says it
+
+
+def _turn_name(t: views.TurnRecordRow) -> str:
+    return f"turn {t.idx}" if t.counted else CLOSING
 
 
 def _title(i: int, m: Message) -> str:

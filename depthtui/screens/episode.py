@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -26,6 +26,8 @@ from store import search, views, vocab
 HIT_LIMIT = 5_000  # matches of one episode looked at for n/N
 TURN_LIST_WIDTH = 40
 PREVIEW_CHARS = 30  # what fits beside the marks in the turn list without wrapping
+WIDEST = 180  # from this terminal width the turn list is wider (app.tcss Screen.-widest)
+WIDEST_LIST = 76
 MARK_COLLATERAL = ("■", "bold red")
 MARK_FAULT = ("◆", "bold yellow")
 MARK_ERROR = ("!", "bold magenta")  # a malformed reply, a call timed out or not run
@@ -73,11 +75,15 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
         (f"Episode {ep.id}", "bold"), "  ", safe_text(ep.task_id, 120, "bold"), "  ",
         (f" {ep.outcome} ", OUTCOME_STYLE.get(ep.outcome, "")),
     )  # fmt: skip
-    if ep.reward is not None:
+    if ep.outcome_class == "infra_error":  # left out of every rate: its reward means nothing
+        text.append("  reward —", style="dim")
+    elif ep.reward is not None:
         text.append(f"  reward {ep.reward:+.2f}")
     if total > 1:
         text.append(f"   {position}/{total} (H/L)", style="dim")
     facts = [ep.agent, ep.mode]
+    if ep.prompt_name:
+        facts.append(f"prompt {ep.prompt_name}")
     if ep.cap is not None:
         facts.append(f"cap {ep.cap}")
     if ep.budget is not None:
@@ -102,6 +108,10 @@ def episode_head(ep: views.EpisodeInfo, position: int, total: int) -> Text:
 
 
 class EpisodeScreen(DataScreen):
+    watches = frozenset(
+        {"episodes", "turns", "calls", "segment_runs", "oracle_events", "fault_records",
+         "test_results", "labels"}
+    )  # fmt: skip
     BINDINGS = [
         Binding("h", "turn(-1)", "◀ Turn"),
         Binding("l", "turn(1)", "Turn ▶"),
@@ -120,6 +130,7 @@ class EpisodeScreen(DataScreen):
         Binding("c", "conversation", "Conversation"),
         Binding("t", "task", "Its task"),
         Binding("J", "job", "Its job"),
+        Binding("v", "verdict", "Whole verdict"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -142,6 +153,7 @@ class EpisodeScreen(DataScreen):
         self.selected_call = 0
         self._verdict: Verdict | None = None
         self._retargeted = False
+        self.preview = PREVIEW_CHARS  # characters of a turn's label (wider terminals: more)
 
     def retarget(
         self, episode_id: int, turn: int | None, context: tuple[int, ...], query: str
@@ -157,12 +169,15 @@ class EpisodeScreen(DataScreen):
         if self._retargeted and self.loaded_version != -1:
             self._retargeted = False
             self.loaded_version = self.app.version  # DataScreen's reload then has nothing to do
+            self._loaded_stamp = self._stamp()
             self.load()
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="episode-head")
-        yield Static(id="verdict-strip")
+        # scrolls when longer than its few lines; v shows it whole
+        with VerticalScroll(id="verdict-box"):
+            yield Static(id="verdict-strip")
         with Horizontal(id="replay"):
             yield DataTable(id="turn-list", cursor_type="row", show_header=False)
             yield TurnView(id="turn-view")
@@ -171,7 +186,10 @@ class EpisodeScreen(DataScreen):
 
     def on_mount(self) -> None:
         turn_list = self.query_one("#turn-list", DataTable)
-        turn_list.add_column("turn", key="turn", width=TURN_LIST_WIDTH)
+        # a wide terminal gives the turns' labels the room (they were cut at 30 at 220 wide)
+        width = WIDEST_LIST if self.app.size.width >= WIDEST else TURN_LIST_WIDTH
+        self.preview = PREVIEW_CHARS + width - TURN_LIST_WIDTH
+        turn_list.add_column("turn", key="turn", width=width)
         turn_list.focus()
 
     # ------------------------------------------------------------------ loading
@@ -202,7 +220,7 @@ class EpisodeScreen(DataScreen):
         turn_list.clear()
         self.query_one("#turn-view", TurnView).scroll_home(animate=False)
         # a table draws only the rows on screen: a 150-turn list costs what 35 rows cost
-        turn_list.add_rows([turn_prompt(m, False)] for m in self.marks)
+        turn_list.add_rows([turn_prompt(m, False, self.preview)] for m in self.marks)
         self._show_head()
         self.show_turn(min(max(1, turn), max(1, len(self.marks))), force=True)
         if self.search_text:
@@ -246,10 +264,12 @@ class EpisodeScreen(DataScreen):
             hit = m.idx in self.hits
             if m.idx <= last:
                 self.marks[m.idx - 1] = m
-                turn_list.update_cell_at(Coordinate(m.idx - 1, 0), turn_prompt(m, hit))
+                turn_list.update_cell_at(
+                    Coordinate(m.idx - 1, 0), turn_prompt(m, hit, self.preview)
+                )
             else:
                 self.marks.append(m)
-                turn_list.add_row(turn_prompt(m, hit))
+                turn_list.add_row(turn_prompt(m, hit, self.preview))
         self._verdict = None
         if self.turn >= last - 1:
             self.show_turn(self.turn, force=True)
@@ -273,7 +293,7 @@ class EpisodeScreen(DataScreen):
         for idx in hits:
             if 1 <= idx <= len(self.marks):
                 turn_list.update_cell_at(
-                    Coordinate(idx - 1, 0), turn_prompt(self.marks[idx - 1], True)
+                    Coordinate(idx - 1, 0), turn_prompt(self.marks[idx - 1], True, self.preview)
                 )
 
     def verdict(self) -> Verdict:
@@ -393,11 +413,17 @@ class EpisodeScreen(DataScreen):
         if self.info is not None:
             self.post_message(OpenTask(self.info.task_id))
 
+    def action_verdict(self) -> None:
+        """v: the verdict strip at its full height (again: back to its few lines)."""
+        box = self.query_one("#verdict-box", VerticalScroll)
+        box.toggle_class("-whole")
+        box.scroll_home(animate=False)
+
     def action_job(self) -> None:
         if self.info is None or self.info.job_id is None:
             self.notify("no job recorded for this episode", severity="warning")
             return
-        self.app.show_job(self.info.job_id)
+        self.app.show_job(self.info.job_id, come_back=True)
 
     def action_conversation(self) -> None:
         from depthtui.screens.conversation import ConversationScreen

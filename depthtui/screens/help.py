@@ -70,7 +70,7 @@ def glossary_view() -> Group:
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
     for term, meaning in GLOSSARY:
-        table.add_row(term, meaning)
+        table.add_row(Text(term), Text(meaning))  # (plain: "[all tests pass]" is not markup)
     return Group(
         Text("Glossary", style="bold underline"),
         table,
@@ -90,7 +90,7 @@ def keys_view(screen: Screen) -> Group:
         if not binding.description or binding.description in seen:
             continue
         seen.add(binding.description)
-        table.add_row(screen.app.get_key_display(binding) or key, binding.description)
+        table.add_row(Text(screen.app.get_key_display(binding) or key), Text(binding.description))
     return Group(Text("Keys here", style="bold underline"), table)
 
 

@@ -78,6 +78,7 @@ def job_detail(j: jobs.Job, counts: views.EpisodeCounts = NO_COUNTS) -> Group:
 
 
 class JobsScreen(DataScreen):
+    watches = frozenset({"jobs", "episodes"})
     BINDINGS = [
         Binding("enter", "episodes", "Its episodes"),
         Binding("c", "cancel", "Cancel job"),
@@ -184,6 +185,10 @@ class JobsScreen(DataScreen):
         self.query_one("#jobs", DataTable).update_cell(str(job.id), "status", job_status(updated))
         self._detail()
         self.notify(f"job #{job.id}: {what} requested")
+        if what == "resume" and updated.status == "queued":
+            # the engine may have stopped meanwhile (its idle limit): make sure one runs it
+            workers = updated.params.get("workers", 1)
+            self.app.hand_to_engine(job.id, workers if isinstance(workers, int) else 1)
 
     def action_episodes(self) -> None:
         """The job's episodes: its latest opens; H/L in the replay walk the others."""

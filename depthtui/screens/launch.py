@@ -111,6 +111,12 @@ def _row(label: str, *widgets: Widget, row_id: str | None = None) -> Horizontal:
     return Horizontal(Label(label, classes="form-label"), *widgets, classes="form-row", id=row_id)
 
 
+def _say_state(box: Checkbox) -> None:
+    """A checkbox says on or off in words: its colour alone was the only sign."""
+    flag = str(box.label).split(" (")[0]
+    box.label = f"{flag} ({'on' if box.value else 'off'})"
+
+
 class LaunchScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit job"),
@@ -200,14 +206,17 @@ class LaunchScreen(Screen[None]):
             yield Static("equivalent command", classes="section-title")
             yield Static(id="cli-preview")
             yield Static(id="launch-problems")
-            with Horizontal(id="launch-buttons"):
-                yield Button("Submit job", variant="primary", id="submit")
-                yield Button("Cancel", id="cancel")
+        # outside the scroll: Submit stays in view however long the form (100×30 cut it off)
+        with Horizontal(id="launch-buttons"):
+            yield Button("Submit job", variant="primary", id="submit", compact=True)
+            yield Button("Cancel", id="cancel", compact=True)
         yield Footer()
 
     def on_mount(self) -> None:
         for widget in self.query("Input, Select, SelectionList, Checkbox"):
             widget.compact = True  # one line each: the whole form fits a 100×30 terminal
+        for box in self.query(Checkbox):
+            _say_state(box)
         self.query_one("#mode", Select).focus()
         self._load_models()
         self._update()
@@ -285,7 +294,7 @@ class LaunchScreen(Screen[None]):
 
     def cli(self, params: JobParams) -> str:
         """The command that stores this job from a shell, in this store, for the engine."""
-        return params.cli(self.app.db_path) + " --detach"
+        return params.cli(self.app.db_path.expanduser().resolve()) + " --detach"
 
     # ------------------------------------------------------------------ showing
 
@@ -316,6 +325,8 @@ class LaunchScreen(Screen[None]):
         event.stop()
         if isinstance(event, Input.Changed) and event.input.id == "models-file":
             self._load_models()
+        if isinstance(event, Checkbox.Changed):
+            _say_state(event.checkbox)
         self._update()
 
     @on(Button.Pressed, "#submit")

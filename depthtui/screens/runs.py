@@ -169,6 +169,7 @@ def prepare(rows: list[RunRow]) -> Loaded:
 
 
 class RunsScreen(DataScreen):
+    watches = frozenset({"episodes"})  # every column it shows is an episode's
     DEFAULT_CSS = """
     #runs { height: 1fr; }
     #runs-counts { padding: 0 1; height: auto; }

@@ -215,11 +215,13 @@ class TasksScreen(DataScreen):
         """Filter and sort from scratch (a user action), keeping the cursor on its task."""
         table = self.query_one("#tasks", DataTable)
         key = cursor_key(table)
+        shown = [r for r in self._rows if self._filter(r)]
+        # what has no value (an unmeasured D, no N) goes last whichever way the sort runs
+        measured = [r for r in shown if not _sort_value(r, self.sort_key)[0]]
+        unmeasured = [r for r in shown if _sort_value(r, self.sort_key)[0]]
         visible = sorted(
-            (r for r in self._rows if self._filter(r)),
-            key=lambda r: _sort_value(r, self.sort_key),
-            reverse=self.reverse,
-        )
+            measured, key=lambda r: _sort_value(r, self.sort_key), reverse=self.reverse
+        ) + sorted(unmeasured, key=lambda r: r.id)
         table.clear()
         for r in visible:
             table.add_row(*row_cells(r), key=r.id)

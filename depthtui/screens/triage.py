@@ -269,6 +269,13 @@ class TriageScreen(DataScreen):
                 return
             triage.set_note(self.app.writer, item.episode_id, self.queue, note)
             self._update_item(item, label=item.label or "needs_look", note=note)
+            if not item.label:  # a stored note needs a label: say which it got, not silently
+                self.notify(
+                    f"note kept; episode {item.episode_id} is labelled "
+                    f"'{LABEL_TEXT['needs_look']}' until you label it (r real, p false "
+                    "positive, w needs a look)",
+                    timeout=8,
+                )
 
         self.app.push_screen(NoteScreen(f"Note for episode {item.episode_id}", item.note), save)
 
@@ -278,8 +285,9 @@ class TriageScreen(DataScreen):
         self.all_items = [self.items[key] if i.episode_id == item.episode_id else i
                           for i in self.all_items]  # fmt: skip
         table = self.query_one("#triage", DataTable)
-        table.update_cell(key, "label", label_text(label))
-        table.update_cell(key, "note", one_line(note, 24))
+        # the columns grow with what they now hold ("needs a look", not "needs a lo")
+        table.update_cell(key, "label", label_text(label), update_width=True)
+        table.update_cell(key, "note", one_line(note, 24), update_width=True)
         self._detail()
 
     def action_open(self) -> None:

@@ -57,7 +57,19 @@ def grid_notes(grid: LadderGrid, task_id: str = "TASK") -> list[str]:
                 f"{model} measures the task: N = {est.n_turns} (fewest turns of a passing "
                 f"uncapped run); caps of {est.n_turns} and more count as passed (○), not run."
             )
-        if est is None:
+        only_free = not capped and uncapped and all(r.outcome != "running" for r in uncapped)
+        if est is None and only_free and not any(r.outcome == "pass" for r in uncapped):
+            notes.append(
+                f"D – for {model}: no uncapped run passed ({len(uncapped)} free run"
+                f"{'s' if len(uncapped) != 1 else ''}, none passed), so there is no N and no "
+                "cap was tried."
+            )
+        elif est is None and only_free:
+            notes.append(
+                f"{model}: uncapped (free) runs only; `depthtui ladder {task_id} -m {model}` "
+                "(or r: Run…) measures its D."
+            )
+        elif est is None:
             notes.append(f"{model}: no estimate yet (its runs are going on, or its job stopped).")
         elif est.estimate is None:
             if i == 0 and uncapped and not any(r.outcome == "pass" for r in uncapped):

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from textual._context import active_app
 from textual.message import Message
 
 
-class OpenEpisode(Message):
+class Navigate(Message):
+    """A message that opens a screen. Made in a key's action, it asks the app to hold the keys
+    typed after it until that screen is up (DepthApp.hold_keys): else they would be resolved on
+    the screen being left, before the message reaches the app."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        try:
+            app = active_app.get()
+        except LookupError:  # made outside a running app (a test's own message)
+            return
+        hold = getattr(app, "hold_keys", None)
+        if hold is not None:
+            hold()
+
+
+class OpenEpisode(Navigate):
     """Show an episode's replay, at `turn` (default: the first), with H/L moving through
     `context` (default: the task's episodes) and n/N through the turns matching `query`."""
 
@@ -23,7 +40,7 @@ class OpenEpisode(Message):
         self.query = query
 
 
-class OpenTask(Message):
+class OpenTask(Navigate):
     """Show one task's detail and ladder grid."""
 
     def __init__(self, task_id: str) -> None:
@@ -31,7 +48,7 @@ class OpenTask(Message):
         self.task_id = task_id
 
 
-class OpenDataset(Message):
+class OpenDataset(Navigate):
     """Show the tasks screen filtered to one dataset."""
 
     def __init__(self, dataset: str) -> None:
@@ -47,7 +64,7 @@ class Searched(Message):
         self.query = query
 
 
-class Launch(Message):
+class Launch(Navigate):
     """Open the launch form for these tasks."""
 
     def __init__(self, task_ids: tuple[str, ...]) -> None:

@@ -78,9 +78,11 @@ def failure_lines(message: str, most: int = 3) -> list[str]:
     return (wanted or [line.strip() for line in lines[-1:]])[:most]
 
 
-def _segment_words(s: SegmentRun) -> SegmentWords:
+def _segment_words(s: SegmentRun, running: bool = False) -> SegmentWords:
     if s.error_kind:
         said = f"{s.error_kind}: {s.error_detail or ''}"
+    elif s.passed is None and running:
+        said = "not graded yet (the episode is running)"
     elif s.passed is None:
         said = "not graded (an earlier segment failed, or the episode ended first)"
     elif s.passed:
@@ -123,7 +125,7 @@ def verdict_facts(
         calls=ep.calls,
         # a segment that only repeats the episode's error says nothing more
         segments=tuple(
-            _segment_words(s)
+            _segment_words(s, running=ep.status == "running")
             for s in segments
             if not (ep.error_kind and s.error_kind == ep.error_kind)
         ),
@@ -146,7 +148,9 @@ def strip_text(facts: VerdictFacts) -> Text:
     """The strip's lines: the outcome line first, then one line per thing that explains it."""
     label, style = CLASS_LABEL.get(facts.outcome_class, (facts.outcome_class.upper(), "bold"))
     text = Text.assemble((f" {label} ", style))
-    if facts.reward is not None:
+    if facts.outcome_class == "infra_error":
+        text.append("  reward —", style="dim")  # not counted: no reward to speak of
+    elif facts.reward is not None:
         text.append(f"  reward {facts.reward:+.2f}")
     text.append(f"  {_used(facts)}")
     if facts.end_reason:
@@ -172,14 +176,15 @@ def strip_text(facts: VerdictFacts) -> Text:
         lines.append(_line("safety checks", way, "dim"))
     if facts.fault is not None:
         f = facts.fault
+        # whether it was cleared before the command: a long command must not push it away
+        cleared = {1: "cleared", 0: "not cleared"}.get(f.cleared, "cleared: unknown")  # type: ignore[arg-type]
         if f.observed_call is not None:
             met = f"first met at call {f.observed_call}"
             if facts.fault_call_command:
                 met += f" ({facts.fault_call_command})"
         else:
             met = "never met"
-        cleared = {1: "cleared", 0: "not cleared"}.get(f.cleared, "cleared: unknown")  # type: ignore[arg-type]
-        lines.append(_line("fault", f"{f.family} on {f.target}, {met}, {cleared}", "yellow"))
+        lines.append(_line("fault", f"{f.family} on {f.target}, {cleared}, {met}", "yellow"))
     for s in facts.segments:
         mark = "✓" if s.passed else ("·" if s.passed is None else "✗")
         name = f"§{s.idx + 1} {s.name}" if facts.segments_total > 1 else "verifier"

@@ -6,7 +6,9 @@ process runs the real app headless under Textual's Pilot at 120x40 and times:
 - first paint of the dashboard: from creating the app to its data composited on screen;
 - first paint of the tasks screen: from the `2` key to its table composited;
 - opening an episode of 150 turns: from the open request to its first turn composited (the
-  median of several 150-turn episodes opened in turn, and the first one on its own);
+  median of several 150-turn episodes opened in turn, and the first one on its own, opened
+  after THINK_S on the tasks screen, as a user reads it, while the app, as `depthtui` runs
+  it, builds its episode screen ahead);
 - one step (`l`): from the key event to the next turn composited;
 - peak RSS of that child (resource.getrusage) plus the peak of the process that builds the
   report's figures for it (the app hands build_report to a child Python), beside its RSS right
@@ -52,6 +54,7 @@ EPISODES = 10_000
 TURNS = 200_000
 STEPS = 60
 OPENS = 11
+THINK_S = 3.0  # on the tasks screen before the first open (a user reading it)
 SIZE = (120, 40)
 # Drawn only once the headline figures are on the dashboard ("median D" is not: the datasets
 # table's column heads it from the start)
@@ -187,7 +190,7 @@ async def _run_app(db: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {"import_rss_mb": round(import_rss, 1), "episode_id": episode_id}
     started = time.perf_counter()
-    app = DepthApp(db, start_engine=False)
+    app = DepthApp(db, start_engine=False, prewarm=True)  # as `depthtui` runs it
     async with app.run_test(size=SIZE) as pilot:
         await app.screen.loaded.wait()
         await _composited(pilot)
@@ -200,6 +203,7 @@ async def _run_app(db: Path) -> dict[str, Any]:
         await _composited(pilot)
         out["tasks_paint_s"] = time.perf_counter() - started
         out["tasks_rows"] = app.screen.query_one("#tasks").row_count
+        await asyncio.sleep(THINK_S)
 
         # Open 150-turn episodes one after another (back to the tasks screen in between): the
         # first open of a process also pays one-time costs (lexers, styles of new widgets).

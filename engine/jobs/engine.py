@@ -4,13 +4,17 @@ Run as `python -m engine.jobs.engine --db PATH [--workers N]` (what `depthtui en
 `ensure_engine` launch). It registers itself in the `engines` table and heartbeats there, takes
 over what dead engines left, then loops: when jobs are queued and Docker answers, claim the oldest
 one and run it. SIGTERM or SIGINT (or `engines.status = 'stopping'`, set by `depthtui engine
-stop`) ends the job in hand, puts it back in the queue and exits.
+stop`) ends the job in hand, puts it back in the queue and exits. An engine that has had no job
+for its idle limit (`--idle-s`, else $DEPTHTUI_ENGINE_IDLE_S, else IDLE_S; 0: never) stops by
+itself, saying so in its `engines` row: an engine left behind by a front end that quit must not
+heartbeat into the store for ever.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -42,6 +46,26 @@ log = logging.getLogger("depthtui.engine")
 POLL_S = 1.0  # how often an idle engine looks for queued jobs
 TAKEOVER_EVERY_S = 15.0  # how often a running engine looks for dead engines' leftovers
 BACKOFF_S = (5.0, 10.0, 20.0, 40.0, 60.0)  # waits while Docker or the store keeps failing
+IDLE_S = 600.0  # an engine with no job this long stops by itself (0: never)
+IDLE_ENV = "DEPTHTUI_ENGINE_IDLE_S"
+IDLE_MESSAGE = "stopped: no job for {:.0f} s (idle limit)"
+
+
+def idle_limit(value: str | float | None = None) -> float:
+    """The idle limit in seconds: `value` (an option), else $DEPTHTUI_ENGINE_IDLE_S, else IDLE_S.
+    Raises ValueError naming the setting when it is not a number >= 0."""
+    source = "--idle-s"
+    if value is None:
+        value, source = os.environ.get(IDLE_ENV), IDLE_ENV
+    if value is None or value == "":
+        return IDLE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{source}: expected seconds (a number >= 0), got {value!r}") from None
+    if not seconds >= 0:  # (also NaN)
+        raise ValueError(f"{source}: expected seconds (a number >= 0), got {value!r}")
+    return seconds
 
 
 def engine_log_path(db_path: Path) -> Path:
@@ -58,8 +82,10 @@ class Engine:
         resolve: Callable[[str], JobKind] = get_kind,
         docker_check: Callable[[], str | None] | None = None,
         executor: ExecutorChoice = LOCAL_CHOICE,
+        idle_s: float | None = None,
     ) -> None:
         self.db_path = db_path
+        self.idle_s = idle_limit() if idle_s is None else idle_s
         self.workers = workers
         self.resolve = resolve
         # Where episodes run (a runtime setting: docs/ray.md); the check says why they cannot.
@@ -70,6 +96,7 @@ class Engine:
         self.job_id: int | None = None
         self.store: Store | None = None
         self._closed = False
+        self.stop_message = "stopped"  # what the engine row says once it has stopped
         # Jobs whose end the store refused to record (disk full): retried with the backoff.
         self._unrecorded: list[tuple[ClaimedJob, JobOutcome]] = []
 
@@ -107,6 +134,7 @@ class Engine:
         failures = 0
         next_takeover = 0.0
         sweep = True  # the first look also sweeps containers of dead owners by label
+        idle_since = time.monotonic()  # no job in hand since
         try:
             while not self.stop_event.is_set():
                 try:
@@ -119,6 +147,10 @@ class Engine:
                         if report:
                             log.info("%s", report.describe())
                     if queued_count(store) == 0:
+                        if self.idle_s and time.monotonic() - idle_since >= self.idle_s:
+                            self.stop_message = IDLE_MESSAGE.format(self.idle_s)
+                            log.info("no job for %.0f s: stopping (the idle limit)", self.idle_s)
+                            break
                         self.stop_event.wait(POLL_S)
                         continue
                     problem = self.docker_check()
@@ -139,7 +171,10 @@ class Engine:
                     job = supervisor.claim()
                     if job is None:
                         continue
-                    self._run(supervisor, job)
+                    try:
+                        self._run(supervisor, job)
+                    finally:
+                        idle_since = time.monotonic()
                 except StoreError as exc:
                     wait = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
                     failures += 1
@@ -148,7 +183,7 @@ class Engine:
         finally:
             self.job_id = None
             try:
-                set_engine_status(store, self.owner, "stopped", "stopped")
+                set_engine_status(store, self.owner, "stopped", self.stop_message)
             except StoreError as exc:
                 log.error("could not record the engine's stop: %s", exc)
             log.info("engine %s stopped", self.owner)
@@ -218,6 +253,12 @@ def main(argv: list[str] | None = None, *, kinds: Mapping[str, JobKind] | None =
     parser.add_argument("--workers", type=int, default=1, help="units run at once (default 1)")
     parser.add_argument("--executor", choices=EXECUTORS, default="local", help="where episodes run")
     parser.add_argument("--ray-address", default=None, help="the Ray cluster (--executor ray)")
+    parser.add_argument(
+        "--idle-s",
+        default=None,
+        help=f"stop after this many seconds with no job (default ${IDLE_ENV}, else {IDLE_S:.0f}; "
+        "0: never)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
@@ -227,6 +268,11 @@ def main(argv: list[str] | None = None, *, kinds: Mapping[str, JobKind] | None =
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per model request is noise
     if args.workers < 1:
         log.error("--workers: expected an integer >= 1, got %d", args.workers)
+        return 2
+    try:
+        idle_s = idle_limit(args.idle_s)
+    except ValueError as exc:
+        log.error("%s", exc)
         return 2
     extra = dict(kinds or {})
 
@@ -238,7 +284,13 @@ def main(argv: list[str] | None = None, *, kinds: Mapping[str, JobKind] | None =
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    engine = Engine(args.db.expanduser().resolve(), args.workers, resolve=resolve, executor=choice)
+    engine = Engine(
+        args.db.expanduser().resolve(),
+        args.workers,
+        resolve=resolve,
+        executor=choice,
+        idle_s=idle_s,
+    )
     signal.signal(signal.SIGTERM, engine.request_stop)
     signal.signal(signal.SIGINT, engine.request_stop)
     try:

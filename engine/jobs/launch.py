@@ -50,6 +50,7 @@ def start_engine(
     *,
     executor: ExecutorChoice = LOCAL_CHOICE,
     module: str = "engine.jobs.engine",
+    idle_s: float | None = None,
 ) -> int:
     """Launch a detached engine process and wait until it has registered; its pid.
 
@@ -63,6 +64,8 @@ def start_engine(
     log_path = engine_log_path(db_path)
     argv = [sys.executable, "-m", module, "--db", str(db_path)]
     argv += ["--workers", str(workers), *executor.argv()]
+    if idle_s is not None:  # (else the engine reads $DEPTHTUI_ENGINE_IDLE_S, inherited)
+        argv += ["--idle-s", str(idle_s)]
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(
             argv,

@@ -134,10 +134,12 @@ def _number(value: Any) -> str:
 
 
 def _is_default_db(db: Path | str) -> bool:
-    from store.db import default_path
+    """Whether a command needs no `--db` for this store, pasted into any shell: only the built-in
+    default qualifies ($DEPTHTUI_DB, which `depthtui --db PATH` sets, need not be set there)."""
+    from store.db import builtin_path
 
     try:
-        return Path(db).expanduser().resolve() == default_path().expanduser().resolve()
+        return Path(db).expanduser().resolve() == builtin_path().expanduser().resolve()
     except OSError:
         return False
 
