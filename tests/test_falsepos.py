@@ -95,3 +95,25 @@ def test_a_wrong_pass_is_queued_with_a_differential_and_a_mutation_reason(store)
     assert items[honest]["reasons"] == [mutation]
     only = run_cli(["triage", "list", "--reason", "differential", "--json"], db).json()
     assert [r["episode_id"] for r in only] == [liar]
+
+
+def test_validate_and_report_show_each_mutation_and_the_suspects(store) -> None:
+    db = store["db"]
+    table = run_cli(["validate", str(TASK)], db)  # the finished job's runs are reused
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "m3 ACCEPTED" in table.stdout and "m1 caught" in table.stdout, table.stdout
+    (row,) = run_cli(["validate", str(TASK), "--json"], db).json()
+    assert row["mutations"] == {
+        OUT: {"m1": "caught", "m2": "caught", "m3": "accepted", "m4": "caught"}
+    }
+    assert row["graded_outputs"] == {OUT: "exact"}
+    report = run_cli(["report", "--json"], db)
+    assert report.returncode == 0, report.stderr[-2000:]
+    (audit,) = report.json()["verifier"]
+    assert audit["task"] == "falsepos/line-count"
+    assert audit["mutations"] == row["mutations"]
+    # Both passes are suspects (the grader accepts m3); one of them also differs.
+    assert audit["suspects"] == 2
+    assert audit["suspects_by_reason"] == {"differential": 1, "mutation": 2}
+    shown = run_cli(["report"], db).stdout
+    assert "Verifier audit" in shown and "differential 1, mutation 2" in shown

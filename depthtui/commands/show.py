@@ -164,6 +164,7 @@ def _mark(value: bool | None, yes: str, no: str) -> str:
 
 
 def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
+    from engine.analysis.verifier_audit import mutation_cells
     from engine.protocol.validate import NO_REFERENCE as NOT_VALIDATED
     from store import protocol as sp
     from store import reports
@@ -196,18 +197,27 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "tests": len(contract["tests"]),
                 "permitted": contract["permitted"],
                 "families_detail": contract["detail"].get("fault_families", {}),
+                # Per graded file, what m1-m4 did (m1-m3 must be caught; docs/verifier.md).
+                "mutations": mutation_cells(contract["detail"]),
+                # Per graded file, the expected-differences rule differential grading uses.
+                "graded_outputs": {
+                    p: o.get("rule")
+                    for p, o in (contract["detail"].get("graded_outputs") or {}).items()
+                },
             }
         )
     return rows
 
 
 def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
+    from engine.analysis.verifier_audit import mutations_text
+
     rows = validate_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
         return
     table = Table(title=f"validate (job {job_id})", title_justify="left")
-    for col in ("task", "valid", "tests", "fault families", "reasons"):
+    for col in ("task", "valid", "tests", "fault families", "mutations", "reasons"):
         table.add_column(col)
     for r in rows:
         valid = (
@@ -225,6 +235,7 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
             valid,
             tests,
             _families_cell(r),
+            mutations_text(r.get("mutations") or {}).replace("ACCEPTED", "[bold red]ACCEPTED[/]"),
             "; ".join(r["reasons"]) or "",
         )
     console.print(table)
