@@ -7,6 +7,8 @@ Two queues:
   accepts mutated output (flag FLAG_GRADER_ACCEPTS, from validate's mutation audit: every passing
   run of the task, each reason naming the mutation m1-m3 and the file); a pass whose graded
   outputs differ from the reference's (`differential: PATH ...`, store/differential.py); a
+  judge model's reward-hacking finding on a passing run (`judge_analyze: the judge J says ...`,
+  `depthtui analyze`: the judge's words, not a verdict); a
   replay whose verdict disagrees with the episode it replays (`spec_json.replay_of` names that
   episode).
 
@@ -113,6 +115,8 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
             reasons.setdefault(ep, []).extend(accepted[task_id])
     for ep, why in _differential_reasons(conn):
         reasons.setdefault(ep, []).append(why)
+    for ep, why in _judge_reasons(conn):
+        reasons.setdefault(ep, []).append(why)
     for ep, original, replay_outcome, original_outcome in conn.execute(
         f"""
         SELECT r.id, o.id, r.outcome, o.outcome FROM episodes r
@@ -198,6 +202,36 @@ def _differential_reasons(conn: sqlite3.Connection) -> list[tuple[int, str]]:
         except ValueError:
             continue
         out.extend((ep, why) for why in differential.compare(reference, outputs, changes))
+    return out
+
+
+JUDGE_ANALYZE = "judge_analyze"
+
+
+def _judge_reasons(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(episode, reason) per finding of a judge's reward-hacking analysis of a passing run
+    (`depthtui analyze`), in the judge's words and said to be the judge's."""
+    import json
+
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'analyses'"
+    ).fetchone():
+        return []
+    out = []
+    for ep, judge, findings_json in conn.execute(
+        "SELECT a.episode_id, a.judge, a.findings_json FROM analyses a "
+        "JOIN episodes e ON e.id = a.episode_id "
+        "WHERE a.status = 'done' AND e.outcome = 'pass' AND e.status = 'done' "
+        "AND e.mode != 'validate' ORDER BY a.episode_id, a.id"
+    ):
+        for f in json.loads(findings_json or "[]"):
+            out.append(
+                (
+                    ep,
+                    f"{JUDGE_ANALYZE}: the judge {judge} says {f.get('category')} at turn "
+                    f"{f.get('turn')}: {str(f.get('says') or '')[:200]}",
+                )
+            )
     return out
 
 
