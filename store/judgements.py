@@ -48,12 +48,14 @@ def put_review(store: Store, **row: Any) -> None:
 
 
 def reviews(source: Store | sqlite3.Connection, task_id: str) -> list[dict[str, Any]]:
-    """Every review of a task, newest first."""
-    return _rows(
-        _conn(source).execute(
+    """Every review of a task, newest first (none in a store from before reviews)."""
+    try:
+        cur = _conn(source).execute(
             "SELECT * FROM reviews WHERE task_id = ? ORDER BY id DESC", (task_id,)
         )
-    )
+    except sqlite3.OperationalError:
+        return []
+    return _rows(cur)
 
 
 def get_analysis(

@@ -21,6 +21,7 @@ import pytest
 from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
 from tests.conftest import ROOT
 from tests.fixtures_measure import cleanup, endless, reply_number, rows, run_cli, write_models
+from tests.test_judges_review import judge as review_judge
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 pytest_plugins = ["tests.fixtures_verify"]
@@ -75,6 +76,10 @@ def store(tmp_path_factory: pytest.TempPathFactory, toolchain):
             models = write_models(tmp / "judge.toml", server, {"judge": "model-judge"})
             args = ["analyze", "--task", "falsepos/line-count", "--passing", "-m", "judge"]
             analyzed = run_cli([*args, "--models", str(models), "--json"], db)
+        with ScriptedServer(endless(review_judge), models=("model-judge",)) as server:
+            models = write_models(tmp / "judge.toml", server, {"judge": "model-judge"})
+            reviewed = run_cli(["review", str(TASK), "-m", "judge", "--models", str(models)], db)
+            assert reviewed.returncode == 0, reviewed.stderr[-2000:]
         yield {"db": db, "validated": validated, "ran": ran, "analyzed": analyzed}
     finally:
         cleanup(owners)
@@ -135,11 +140,17 @@ def test_validate_and_report_show_each_mutation_and_the_suspects(store) -> None:
         OUT: {"m1": "caught", "m2": "caught", "m3": "accepted", "m4": "caught"}
     }
     assert row["graded_outputs"] == {OUT: "exact"}
+    # The judge's review, as the judge's: the finding whose line exists, two dropped.
+    (said,) = row["review"]
+    assert said["judge"] == "judge" and said["dropped"] == 2
+    assert [f["category"] for f in said["findings"]] == ["presence_only_tests"]
+    assert "the judge says:" in table.stdout and "presence_only_tests" in table.stdout, table.stdout
     report = run_cli(["report", "--json"], db)
     assert report.returncode == 0, report.stderr[-2000:]
     (audit,) = report.json()["verifier"]
     assert audit["task"] == "falsepos/line-count"
     assert audit["mutations"] == row["mutations"]
+    assert audit["review_findings"] == {"presence_only_tests": 1}
     # Every pass is a suspect (the grader accepts m3); one differs, the judge flags one.
     assert audit["suspects"] == 3
     assert audit["suspects_by_reason"] == {"differential": 1, "judge_analyze": 1, "mutation": 3}

@@ -99,3 +99,25 @@ def test_max_cost_and_endpoint_errors(tmp_path: Path) -> None:
     assert fixed.returncode == 0, fixed.stderr[-2000:]
     assert "presence_only_tests" in fixed.stdout and "the judge says" in fixed.stdout
     assert [r["status"] for r in rows(db, "SELECT status FROM reviews")] == ["done"]
+
+
+def test_task_detail_shows_the_judges_findings_as_theirs() -> None:
+    from rich.console import Console
+
+    from depthtui.screens.task_detail import review_view
+
+    review = {
+        "judge": "judge",
+        "status": "done",
+        "findings": [
+            {"category": "answer_exposed", "file": "environment/Dockerfile", "line": 3,
+             "says": "the answer is copied in"},
+        ],
+        "dropped": [{"dropped": "cites x:9, which does not exist"}],
+    }  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(review_view([review, {**review, "status": "infra_error", "findings": []}]))
+    shown = console.export_text()
+    assert "their words, not a verdict" in shown
+    assert "answer_exposed" in shown and "environment/Dockerfile:3" in shown
+    assert "1 finding(s) dropped" in shown and shown.count("answer_exposed") == 1
