@@ -46,6 +46,8 @@ def same(a: Mapping[str, Any], b: Mapping[str, Any], rule: str = EXACT) -> bool:
     """Whether two recorded outputs agree under `rule`."""
     if a.get("absent") or b.get("absent"):
         return bool(a.get("absent")) == bool(b.get("absent"))
+    if (a.get("type"), a.get("target")) != (b.get("type"), b.get("target")):
+        return False  # a symlink (or pipe) where the other has a file, or another target
     if rule == VOLATILE:
         return True
     ta, tb = a.get("text"), b.get("text")
@@ -141,6 +143,8 @@ def compare(
             reasons.append(f"{REASON}: {path} is missing; the reference wrote it")
         elif ref.get("absent"):
             reasons.append(f"{REASON}: {path} exists; the reference removed it")
+        elif (mine.get("type"), mine.get("target")) != (ref.get("type"), ref.get("target")):
+            reasons.append(f"{REASON}: {path} is {_kind(mine)}; the reference left {_kind(ref)}")
         elif ref.get("text") is not None and mine.get("text") is not None:
             how = "holds other lines than" if rule == ORDER_FREE else "differs from"
             diff = short_diff(ref["text"], mine["text"])
@@ -151,3 +155,8 @@ def compare(
                 f"{str(mine.get('sha256'))[:12]} vs {str(ref.get('sha256'))[:12]})"
             )
     return reasons
+
+
+def _kind(rec: Mapping[str, Any]) -> str:
+    kind = rec.get("type") or "file"
+    return f"a {kind} to {rec['target']}" if rec.get("target") else f"a {kind}"

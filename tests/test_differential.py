@@ -49,6 +49,12 @@ def test_compare_follows_each_rule() -> None:
     big = {OUT: {"sha256": "aa", "size": 10**6, "rule": d.EXACT}}
     assert d.compare(big, {OUT: {"sha256": "aa", "size": 10**6}}, {}) == []
     assert "sha256" in d.compare(big, {OUT: {"sha256": "bb", "size": 10**6}}, {})[0]
+    # A symlink where the reference left a file differs, whatever it points at.
+    link = {"type": "symlink", "sha256": None, "target": "/tests/expected.txt"}
+    assert d.compare(exact, {OUT: link}, {}) == [
+        f"differential: {OUT} is a symlink to /tests/expected.txt; the reference left a file"
+    ]
+    assert d.compare({OUT: {**link, "rule": d.VOLATILE}}, {OUT: link}, {}) == []
 
 
 def test_short_diff_is_bounded() -> None:

@@ -77,7 +77,10 @@ def final_check(run: EpisodeRun) -> None:
     # The graded outputs as they stand now, before any grading restore: what differential
     # grading compares with the reference's (store/differential.py).
     with run.phase("graded_outputs"):
-        run.graded_outputs = outputs.capture(sandbox, oracle, run.task)
+        try:
+            run.graded_outputs = outputs.capture(sandbox, oracle, run.task)
+        except (OSError, SandboxError) as exc:  # not recorded: the run is not compared
+            run.event("warning", detail=f"graded outputs not recorded: {exc}")
     if run.state.fault is not None:
         restored = oracle_steps.restore_for_grading(sandbox, oracle)
         record = oracle_steps.fault_record(oracle, restored_for_grading=restored)

@@ -36,13 +36,16 @@ def graded_paths(task: Task, changed: list[str]) -> list[str]:
 
 
 def capture(sandbox: Sandbox, oracle: Oracle, task: Task) -> dict[str, dict[str, Any]]:
-    """{path: {sha256, size, text?} | {absent: True} | {type}} for each graded output."""
+    """{path: {sha256, size, text?} | {absent: True} | {type, target}} for each graded output
+    (a folder is left out: its files are graded outputs of their own)."""
     out: dict[str, dict[str, Any]] = {}
     for path in graded_paths(task, changed_paths(oracle)):
         entry = oracle.last.get(path)
         if entry is None:
             out[path] = {"absent": True}
             continue
+        if entry.type == "dir":
+            continue  # a folder's content is its files, compared one by one
         if entry.type != "file":
             out[path] = {"type": entry.type, "sha256": None, "target": entry.target}
             continue
