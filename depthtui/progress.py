@@ -100,13 +100,7 @@ class RichJobDisplay(JobListener):
             self.bars.advance(self._job)
         if result is None:
             return
-        if result.ok:
-            self.console.print(
-                f"[green]✓[/] {unit}: {result.episodes_run} run, {result.episodes_reused} reused",
-                highlight=False,
-            )
-        else:
-            self.console.print(f"[red]✗[/] {unit}: {result.error}", highlight=False)
+        self.console.print(unit_line(unit, result), highlight=False, markup=True)
 
     def stopping(self, reason: str) -> None:
         self.console.print(f"[yellow]stopping:[/] {reason}", highlight=False)
@@ -119,6 +113,49 @@ class RichJobDisplay(JobListener):
         else:
             self.bars.update(line, description=description)
         return line
+
+
+def unit_line(unit: str, result: UnitResult) -> str:
+    """What a finished unit's line says: ✓ only for a unit whose task came out well (it ran,
+    checks out, is valid); a unit that ran but found its task wanting gets ✗ and why; a skipped
+    one gets – and why (issue 25)."""
+    from rich.markup import escape
+
+    counts = f"{result.episodes_run} run, {result.episodes_reused} reused"
+    if not result.ok:
+        return f"[red]✗[/] {escape(unit)}: {escape(result.error or 'failed')} ({counts})"
+    finding = unit_finding(result.summary)
+    skipped = result.summary.get("skipped_families") or {}
+    if finding is None and skipped:
+        note = "; ".join(f"{family} skipped: {why}" for family, why in sorted(skipped.items()))
+        if result.episodes_run + result.episodes_reused == 0:
+            finding = ("–", note)  # nothing ran at all: not a ✓
+        else:
+            return f"[green]✓[/] {escape(unit)}: {counts}; {escape(note)}"
+    if finding is None:
+        notes = "".join(f"; note: {escape(n)}" for n in result.summary.get("notes") or [])
+        planted = result.summary.get("planted")
+        notes += f"; {escape(planted)}" if planted else ""
+        return f"[green]✓[/] {escape(unit)}: {counts}{notes}"
+    mark, why = finding
+    style = "red" if mark == "✗" else "yellow"
+    return f"[{style}]{mark}[/] {escape(unit)}: {counts}; {escape(why)}"
+
+
+def unit_finding(summary: dict) -> tuple[str, str] | None:
+    """(mark, why) for a unit that ran to its end yet did not come out well, from its summary:
+    a skipped task (episodes), a task that does not check out (check), an invalid or
+    unvalidated one (validate); None when it came out well."""
+    if summary.get("skipped"):
+        return "–", f"skipped: {summary['skipped']}"
+    if summary.get("ok") is False:
+        return "✗", "does not check out: " + "; ".join(summary.get("problems") or ["(no reason)"])
+    if "valid" in summary and summary["valid"] is not True:
+        why = "; ".join(summary.get("reasons") or []) or "(no reason)"
+        if summary["valid"] is None:
+            return "–", f"not validated: {why}"
+        return "✗", f"invalid: {why}"
+    return None
 
 
 def run_foreground(

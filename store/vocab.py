@@ -54,6 +54,7 @@ AGENT_KINDS = frozenset(
         "no_reward",  # test.sh wrote no reward in the agent's state
         "no_test_record",  # test.sh's pytest left no record in the agent's state (it did without)
         "setup_after_agent",  # a later segment's setup or healthcheck failed in the agent's state
+        "shell_forgery",  # a command forged the shell's end mark (docs/sandbox.md)
     }
 )
 # Error kinds of the task's own files.
@@ -62,7 +63,7 @@ TASK_KINDS = frozenset({"task_broken", "plan", "setup", "healthcheck"})
 # the task's files: every try meets them again.
 TASK_CODES = frozenset(
     {
-        "conftest",
+        "conftest",  # stored by older depthtui: the tests shipped a conftest.py (now loaded)
         "tests_unreadable",
         "agent_code",
         "needs_network",

@@ -95,3 +95,28 @@ def test_forwarded_records_are_applied_to_the_store_and_nothing_else(tmp_path: P
         )  # fmt: skip
         with pytest.raises(ValueError, match="not a recorder method: 'close'"):
             apply_record(rec, "close", (), {})
+
+
+def test_bench_engine_on_ray_without_the_ray_extra_says_what_to_install(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    # A Python where `import ray` fails as it does without the extra installed.
+    (tmp_path / "ray.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'ray'\", name='ray')\n"
+    )
+    path = os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "depthtui", "bench", "engine", "--executor", "ray", "--tasks", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200"},
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "--executor ray needs Ray: pip install 'depthtui[ray]'" in done.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,7 +96,8 @@ def validated(tmp_path_factory: pytest.TempPathFactory):
 
 def test_validate_valid_tasks_and_their_fault_families(validated) -> None:
     result = validated["result"]
-    assert result.returncode == 0, result.stderr[-3000:]
+    # The broken copy is invalid, so the command fails (issue 25); both were validated.
+    assert result.returncode == 1, result.stderr[-3000:]
     by_task = {r["task"]: r for r in result.json()}
     assert set(by_task) == {"demo/error-count", "broken/error-count-accepts-anything"}
     r = by_task["demo/error-count"]
@@ -125,7 +127,7 @@ def test_validate_reports_an_invalid_task_with_the_reason(validated) -> None:
     # Fault families are only audited for a task that is otherwise valid.
     assert r["fault_families"] == []
     table = run_cli(["validate", "broken/error-count-accepts-anything"], validated["db"])
-    assert table.returncode == 0, table.stderr[-2000:]
+    assert table.returncode == 1, table.stderr[-2000:]  # an invalid task fails the command
     assert "invalid" in table.stdout and "doing nothing passes the tests" in table.stdout
     assert "broken/error-count-accepts-anything: 0 run, " in table.stderr  # all reused
 
@@ -179,6 +181,9 @@ def test_every_family_ran_once_with_the_contract_and_planted_files(faulted) -> N
     assert all(r["observed_call"] == 1 for r in records.values())
     assert all(eps[f]["fault_observed_call"] == 1 for f in FAMILIES)
     assert eps["clean"]["fault_observed_call"] is None
+    # The episode's own column names the target as its fault record does.
+    assert {f: eps[f]["fault_target"] for f in FAMILIES} == {f: TARGET for f in FAMILIES}
+    assert eps["clean"]["fault_target"] is None
 
 
 def test_clean_run_is_a_safe_success(faulted) -> None:
@@ -256,3 +261,121 @@ def test_episodes_report_rates_per_family(faulted) -> None:
     j = job(faulted["db"])
     assert j["kind"] == "episodes" and j["status"] == "done"
     assert "4 episode(s) run, 0 reused" in j["message"]
+
+
+# --- the Harbor round trip: export harbor, then import harbor into a fresh store -----------------
+
+# Columns that must come back as they were (the importing store sets mode, run_key, spec_json).
+ROUND_TRIP_COLUMNS = (
+    "task_id",
+    "agent",
+    "fault_family",
+    "fault_target",
+    "outcome",
+    "reward",
+    "passed",
+    "complete",
+    "tests_passed",
+    "tests_total",
+    "safe_success",
+    "collateral",
+    "collateral_call",
+    "fault_observed_call",
+    "fault_cleared",
+    "error_kind",
+    "end_reason",
+    "turns",
+    "calls",
+    "budget",
+    "started_at",
+    "finished_at",
+    "timings_json",
+)
+
+
+@pytest.fixture(scope="module")
+def round_trip(faulted, tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("roundtrip")
+    out, fresh = tmp / "harbor", tmp / "fresh.db"
+    exported = run_cli(
+        ["export", "harbor", "--mode", "episodes", "--out", str(out), "--name", "faults", "--json"],
+        faulted["db"],
+    )
+    assert exported.returncode == 0, exported.stderr
+    imported = run_cli(["import", "harbor", str(out / "faults"), "--json"], fresh)
+    assert imported.returncode == 0, imported.stderr
+    doc = imported.json()
+    assert doc["errors"] == [] and len(doc["imported"]) == 4
+    assert len(exported.json()["episodes"]) == 4
+    # Each imported episode names the trial folder it came from (<task>__<old episode id>).
+    pairs = []
+    for new in doc["imported"]:
+        [row] = rows(fresh, "SELECT spec_json FROM episodes WHERE id = ?", (new,))
+        spec = json.loads(row["spec_json"])
+        pairs.append((int(spec["imported_from"].rsplit("__", 1)[1]), new))
+    return {"job": out / "faults", "fresh": fresh, "pairs": pairs}
+
+
+def test_export_writes_harbors_reward_and_per_test_results(faulted, round_trip) -> None:
+    db = faulted["db"]
+    for old, _ in round_trip["pairs"]:
+        e = rows(db, "SELECT * FROM episodes WHERE id = ?", (old,))[0]
+        trial = round_trip["job"] / f"error-count__{old}"
+        # What Harbor's verifier would have read: the task's own reward (1 when every test
+        # passes), not depthtui's -1 for collateral.
+        harbor = "1.0" if e["tests_passed"] == e["tests_total"] else "0.0"
+        assert (trial / "verifier" / "reward.txt").read_text() == harbor + "\n", e["fault_family"]
+        result = json.loads((trial / "result.json").read_text())
+        assert result["verifier_result"] == {"rewards": {"reward": float(harbor)}}
+        tests = rows(db, "SELECT * FROM test_results WHERE episode_id = ? ORDER BY id", (old,))
+        ctrf = json.loads((trial / "verifier" / "ctrf.json").read_text())["results"]
+        assert [(t["name"], t["status"]) for t in ctrf["tests"]] == [
+            (t["nodeid"], t["outcome"]) for t in tests
+        ]
+        assert (ctrf["summary"]["tests"], ctrf["summary"]["passed"]) == (
+            e["tests_total"],
+            e["tests_passed"],
+        )
+        own = json.loads((trial / "depthtui.json").read_text())["episode"]
+        assert (own["reward"], own["outcome"], own["fault_family"]) == (
+            e["reward"],
+            e["outcome"],
+            e["fault_family"],
+        )
+    forger = round_trip["job"] / f"error-count__{faulted['episodes']['blocking_fifo']['id']}"
+    assert (forger / "verifier" / "reward.txt").read_text() == "0.0\n"
+
+
+def test_import_gives_back_outcomes_faults_tests_events_and_exit_codes(faulted, round_trip) -> None:
+    db, fresh = faulted["db"], round_trip["fresh"]
+    for old, new in round_trip["pairs"]:
+        a = rows(db, "SELECT * FROM episodes WHERE id = ?", (old,))[0]
+        b = rows(fresh, "SELECT * FROM episodes WHERE id = ?", (new,))[0]
+        for column in ROUND_TRIP_COLUMNS:
+            assert b[column] == a[column], (a["fault_family"], column, a[column], b[column])
+        assert b["mode"] == "imported"
+        assert json.loads(b["spec_json"])["exported_mode"] == "episodes"
+
+        def table(path: Path, sql: str, eid: int, drop: tuple = ("id", "episode_id")) -> list:
+            return [{k: v for k, v in r.items() if k not in drop} for r in rows(path, sql, (eid,))]
+
+        for sql in (
+            "SELECT * FROM test_results WHERE episode_id = ? ORDER BY id",
+            "SELECT * FROM oracle_events WHERE episode_id = ? ORDER BY id",
+            "SELECT * FROM fault_records WHERE episode_id = ?",
+            "SELECT * FROM segment_runs WHERE episode_id = ? ORDER BY idx",
+            "SELECT * FROM calls WHERE episode_id = ? ORDER BY idx",
+        ):
+            assert table(fresh, sql, new) == table(db, sql, old), (a["fault_family"], sql)
+    # Spelled out for the forger: its fault, its collateral and its refused 4th call.
+    forger = dict(round_trip["pairs"])[faulted["episodes"]["blocking_fifo"]["id"]]
+    e = rows(fresh, "SELECT * FROM episodes WHERE id = ?", (forger,))[0]
+    assert (e["fault_family"], e["fault_target"], e["collateral"], e["reward"]) == (
+        "blocking_fifo",
+        TARGET,
+        1,
+        -1.0,
+    )
+    assert (e["tests_passed"], e["tests_total"], e["outcome"]) == (1, 3, "fail")
+    calls_ = rows(fresh, "SELECT * FROM calls WHERE episode_id = ? ORDER BY idx", (forger,))
+    assert [(c["exit_code"], c["not_run"]) for c in calls_] == [(0, 0), (0, 0), (0, 0), (None, 1)]

@@ -98,13 +98,15 @@ def test_a_task_whose_tests_do_not_collect_is_task_broken_and_not_retried(runs) 
     assert agents(runs["db"], BROKEN) == ["oracle", "nop"]  # one try each
 
 
-def test_an_infrastructure_error_shows_as_its_error_and_is_retried(runs) -> None:
+def test_an_infrastructure_error_shows_as_its_error_and_a_sure_failure_is_not_retried(runs) -> None:
     row = runs["rows"][BUILD]
     assert row["reference_passed"] is None and row["noop_failed"] is None, row
     assert row["reference_outcome"] == "infra_error"
     assert row["reference_error"].startswith("infra error: build error: building the image")
     assert "returned a non-zero code" in row["reference_error"]
-    assert agents(runs["db"], BUILD) == ["oracle"] * 3 + ["nop"] * 3
+    # `RUN false` fails the same way every time: one try per run, not three (docs/builds.md).
+    assert agents(runs["db"], BUILD) == ["oracle", "nop"]
+    assert "(infrastructure: not retried, it fails the same way)" in " ".join(row["problems"])
 
 
 def test_the_table_shows_errors_not_verdicts(runs) -> None:
@@ -117,7 +119,8 @@ def test_the_table_shows_errors_not_verdicts(runs) -> None:
 
 
 def test_validate_without_a_reference_says_so_and_runs_nothing(runs) -> None:
-    assert runs["validate"].returncode == 0, runs["validate"].stderr[-2000:]
+    # Not validated is not valid: the command fails, as check does (issue 25).
+    assert runs["validate"].returncode == 1, runs["validate"].stderr[-2000:]
     [row] = json.loads(runs["validate"].stdout)
     assert row["valid"] is None
     assert row["reasons"] == [
@@ -127,7 +130,7 @@ def test_validate_without_a_reference_says_so_and_runs_nothing(runs) -> None:
 
 
 def test_validate_calls_a_broken_task_broken_after_one_run(runs) -> None:
-    assert runs["validate_broken"].returncode == 0, runs["validate_broken"].stderr[-2000:]
+    assert runs["validate_broken"].returncode == 1, runs["validate_broken"].stderr[-2000:]
     [row] = json.loads(runs["validate_broken"].stdout)
     assert row["valid"] is False
     assert row["reasons"][0].startswith("task broken: verifier: collection_error"), row

@@ -154,9 +154,8 @@ def test_tests_running_agent_code_are_graded_and_marked_forgeable(run: Run) -> N
         "('/app'): agent-written code runs in the test process"
     )
     [oracle] = [e for e in run.episodes("greet-script") if e["agent"] == "oracle"]
-    assert oracle["forgeable_evidence"].startswith(
-        "test.sh:4: runs agent-writable code '/app/greet.sh'"
-    )
+    # Both lines that run it, given once (issue 25.8).
+    assert oracle["forgeable_evidence"] == "test.sh:4,5: runs agent-writable code '/app/greet.sh'"
     # Tests that import nothing the agent wrote keep the strict mode: not forgeable.
     for task in ("heredoc-forms", "task_000000_4e57ed01"):
         assert not run.rows[task]["forgeable"]

@@ -151,3 +151,76 @@ def test_the_fixture_runs_validate_with_harbors_own_models() -> None:
         trial_result.model_validate_json((trial / "result.json").read_text())
         if (trial / "agent" / "trajectory.json").is_file():
             trajectory.model_validate_json((trial / "agent" / "trajectory.json").read_text())
+
+
+def test_ctrf_per_test_results_come_in_as_rows_and_counts(imported) -> None:
+    db, _ = imported
+    episodes = by_agent(db)
+    old, new = episodes["openai/gpt-test"], episodes["anthropic/claude-test"]
+    assert (old["tests_passed"], old["tests_total"]) == (1, 1)
+    assert (new["tests_passed"], new["tests_total"]) == (1, 2)
+    tests = rows(db, "SELECT * FROM test_results WHERE episode_id = ? ORDER BY id", (new["id"],))
+    assert [(t["nodeid"], t["outcome"], t["duration_s"]) for t in tests] == [
+        ("test_outputs.py::test_report_exists", "passed", 0.004),
+        ("test_outputs.py::test_counts_match", "failed", 0.012),
+    ]
+    assert tests[1]["message"] == "AssertionError: assert {'200': 3} == {'200': 40, '404': 2}"
+    # A trial without ctrf.json has no per-test rows (and no counts).
+    assert (episodes["oracle"]["tests_passed"], episodes["oracle"]["tests_total"]) == (None, None)
+
+
+def test_an_imported_trial_goes_back_out_as_harbor_wrote_it(imported, tmp_path: Path) -> None:
+    db, _ = imported
+    done = cli(db, "export", "harbor", "--mode", "imported", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    job_dir = Path(json.loads(done.stdout)["job_dir"])
+    originals = {
+        json.loads((t / "result.json").read_text())["trial_name"]: t
+        for t in [*JOB.glob("status-counts__*"), *JOBS.glob("status-counts__*")]
+    }
+    back = {}
+    for trial in job_dir.glob("status-counts__*"):
+        spec = rows(
+            db,
+            "SELECT spec_json FROM episodes WHERE id = ?",
+            (int(trial.name.rsplit("__", 1)[1]),),
+        )[0]
+        back[Path(json.loads(spec["spec_json"])["imported_from"]).name] = trial
+    assert set(back) == set(originals)
+    phases = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+    for name, original in originals.items():
+        a = json.loads((original / "result.json").read_text())
+        b = json.loads((back[name] / "result.json").read_text())
+        assert b["agent_info"] == a["agent_info"], name
+        assert b["task_name"] == a["task_name"], name
+        assert {p: b.get(p) for p in phases} == {p: a.get(p) for p in phases}, name
+        assert (b["started_at"], b["finished_at"]) == (a["started_at"], a["finished_at"])
+        # Harbor's own rewards, with no key of depthtui's making (no `segment-0.reward`).
+        assert b["verifier_result"] == a["verifier_result"], name
+        reward = (original / "verifier" / "reward.txt").read_text().strip()
+        assert float((back[name] / "verifier" / "reward.txt").read_text()) == float(reward)
+        ctrf = original / "verifier" / "ctrf.json"
+        if ctrf.is_file():
+            want = json.loads(ctrf.read_text())["results"]["tests"]
+            got = json.loads((back[name] / "verifier" / "ctrf.json").read_text())
+            assert [(t["name"], t["status"], t["duration"]) for t in got["results"]["tests"]] == [
+                (t["name"], t["status"], t["duration"]) for t in want
+            ]
+        else:
+            assert not (back[name] / "verifier" / "ctrf.json").exists()
+
+
+def test_a_depthtui_json_not_in_its_format_is_named(tmp_path: Path) -> None:
+    import shutil
+
+    trial = tmp_path / "status-counts__Qw1eR5t"
+    shutil.copytree(JOBS / "status-counts__Qw1eR5t", trial)
+    (trial / "depthtui.json").write_text('{"format": "depthtui-episode-0", "episode": {}}')
+    done = cli(tmp_path / "x.db", "import", "harbor", str(trial), "--json")
+    assert done.returncode == 1
+    [error] = json.loads(done.stdout)["errors"]
+    assert error.endswith(
+        "depthtui.json: format 'depthtui-episode-0'; expected 'depthtui-episode-1'"
+    ), error
+    # Nothing half-imported: the store holds no episode.
+    assert rows(tmp_path / "x.db", "SELECT id FROM episodes") == []

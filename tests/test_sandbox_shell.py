@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from engine.sandbox.base import ShellForgery
 from engine.sandbox.containers import DockerSandbox
+from engine.sandbox.framing import Outcome, frame
 from engine.sandbox.output import HEAD_BYTES, HEAD_CHARS, TAIL_BYTES, TAIL_CHARS
 from engine.sandbox.start import start_sandbox
 from tests.fixtures_sandbox import BASE, TEST_LABELS, make_task, rss_bytes
@@ -315,3 +317,88 @@ def test_a_child_that_makes_the_shell_stdout_nonblocking_loses_no_output(sb: Doc
     for _ in range(3):
         r = sb.run("seq 1 2000 | tail -n 2; echo end", timeout=10)
         assert r.output == b"1999\n2000\nend\n" and not r.shell_restarted and r.exit_code == 0
+
+
+# Issue 24, point 7: a command reads its own nonce from the shell's input (the descriptor bash
+# reads its frames from) and prints an end mark with it, then goes on running. The host takes
+# it for done and sends the next frame, which the loop, once the command ends, reads from.
+FORGER = r"""read -r -N 32 -u $__dt_in n; printf '\036%s\035%s 1 /forged\0' "$n" 7; {then}"""
+
+
+def test_a_forged_end_mark_is_caught_and_the_command_it_stole_never_runs(sb: DockerSandbox) -> None:
+    forged = sb.run(FORGER.format(then="sleep 1"), timeout=10)
+    assert forged.exit_code == 7  # what the forger said: the host cannot tell yet
+    with pytest.raises(ShellForgery) as caught:
+        sb.run("touch /tmp/stolen; echo stolen", timeout=10)
+    assert caught.value.kind == "shell_forgery" and "never ran" in caught.value.detail
+    after = sb.run("ls /tmp/stolen; echo fresh", timeout=10)  # a new shell
+    assert b"No such file" in after.output and after.output.endswith(b"fresh\n"), after
+
+
+def test_a_forged_mark_is_caught_when_the_shell_stdout_went_elsewhere(sb: DockerSandbox) -> None:
+    # The loop's own mark then goes to the file, and on the exec's stderr: caught there.
+    sb.run(FORGER.format(then="exec >/tmp/elsewhere; sleep 1"), timeout=10)
+    with pytest.raises(ShellForgery):
+        sb.run("echo stolen", timeout=10)
+    assert sb.run("echo fresh", timeout=10).output == b"fresh\n"
+
+
+def test_the_probe_catches_a_forged_mark_on_the_last_call(sb: DockerSandbox) -> None:
+    assert sb.shell is not None
+    sb.run(FORGER.format(then="sleep 1"), timeout=10)
+    with pytest.raises(ShellForgery):
+        sb.shell.probe()
+    sb.shell.probe()  # the forger's shell was dropped: nothing to probe, nothing started
+    assert sb.shell.pid is None
+    assert sb.run("echo fresh", timeout=10).output == b"fresh\n"
+
+
+def test_honest_commands_and_the_probe_are_not_taken_for_forgeries(sb: DockerSandbox) -> None:
+    assert sb.shell is not None
+    # A well-formed end mark with a nonce that is not a piece of the frame, and the real
+    # nonce's place read by nobody: an honest command's output, kept as it is.
+    mark = r"printf '\036%s\035%s /x\0' $(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n') 0"
+    r = sb.run(f"{mark}; echo ok", timeout=10)
+    assert r.exit_code == 0 and r.output.endswith(b"\0ok\n") and not r.shell_restarted
+    sb.run("sleep 0.3 &")
+    sb.run("cd /tmp; (exit 3)")
+    sb.shell.probe()
+    sb.shell.probe()
+    # The probe ran nothing: `$?` is still the last command's, as a terminal would show.
+    r = sb.run("echo $? after-probes", timeout=10)
+    assert r.output == b"3 after-probes\n" and r.exit_code == 0 and not r.shell_restarted
+    assert sb.shell.cwd == "/tmp"
+    sb.run("cd ~")
+
+
+def test_a_shell_that_does_not_answer_the_probe_is_replaced_with_a_note(sb: DockerSandbox) -> None:
+    assert sb.shell is not None
+    sb.run("(sleep 0.3; kill -STOP $$) >/dev/null 2>&1 &")
+    time.sleep(1.0)
+    began = time.monotonic()
+    sb.shell.probe(timeout=2)
+    assert time.monotonic() - began < 10
+    r = sb.run("echo back", timeout=10)
+    assert r.output == b"back\n" and r.shell_restarted, r
+    assert "did not answer the harness" in r.note, r.note
+
+
+def test_the_telltale_is_found_across_any_split_of_the_stream() -> None:
+    nonce = b"0123456789abcdef" * 2
+    sent = frame(b"touch /tmp/stolen; echo a long command", nonce, False)
+    piece = sent[3:35]
+    for stream in ("stdout", "stderr"):
+        sep = b"\x1d" if stream == "stdout" else b" "
+        data = b"late output\x1e" + piece + sep + b"0 " + (b"" if sep == b"\x1d" else b"r ")
+        data += b"/home/user\0"
+        for size in (1, 7, 36, len(data)):
+            outcome = Outcome(nonce, sent)
+            for at in range(0, len(data), size):
+                getattr(outcome, stream)(data[at : at + size])
+            assert outcome.forged == piece, (stream, size)
+    # Its own nonce is the real mark; a nonce that is no piece of the frame is output.
+    for honest in (nonce, b"f" * 32):
+        outcome = Outcome(nonce, sent)
+        outcome.stdout(b"x\x1e" + honest + b"\x1d0 /\0")
+        assert outcome.forged is None
+    assert outcome.capture.data().startswith(b"x")

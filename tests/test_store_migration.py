@@ -150,3 +150,31 @@ def test_version_2_file_counts_turns_without_the_closing_reply(db_path: Path):
         ep.record_turn(store, eid2, {"idx": 1}, [{"idx": 1, "command": "ls"}])
         ep.record_turn(store, eid2, {"idx": 2, "text": "done", "counted": 0}, [])
         assert store.query("SELECT turns FROM episodes WHERE id = ?", (eid2,))[0]["turns"] == 1
+
+
+def test_fault_episodes_written_before_get_their_target_from_the_fault_record(db_path: Path):
+    from store.schema import MIGRATIONS, V_ROUNDTRIP
+
+    old = Store(db_path, migrate=False)
+    migrate_to(old, MIGRATIONS.index(V_ROUNDTRIP))  # the version just before it
+    task_store.upsert_task(old, load_task(TASK))
+    ids = {}
+    for family in ("clean", "perm_denied"):
+        ids[family] = ep.create_episode(
+            old,
+            run_key=f"old-{family}",
+            task_id="formats/harbor-steps",
+            task_hash="h",
+            mode="episodes",
+            agent="oracle",
+            fault_family=family,
+        )
+    ep.set_fault_record(old, ids["perm_denied"], family="perm_denied", target="/home/user/in")
+    old.close()
+    with Store(db_path) as store:
+        assert store.version == SCHEMA_VERSION
+        got = {
+            r["fault_family"]: r["fault_target"]
+            for r in store.query("SELECT fault_family, fault_target FROM episodes")
+        }
+        assert got == {"clean": None, "perm_denied": "/home/user/in"}

@@ -127,3 +127,29 @@ def test_shell_lines_and_unparsable_files():
     )
     assert report.lines() == ("test.sh:3: runs agent-writable code '/app/run_me.sh'",)
     assert "test.sh:3" in report.summary()
+
+
+def test_a_finding_repeated_is_given_once_and_the_in_process_one_first(tmp_path: Path):
+    from engine.verify.grade import Grade, forgeable_mark
+
+    test = tmp_path / "test_outputs.py"
+    test.write_text(
+        "import subprocess\n"
+        "def test_a():\n"
+        "    subprocess.run(['/app/server'])\n"
+        "    subprocess.run(['/app/server'])\n"
+        "    subprocess.run(['/app/server'])\n"
+        "    exec(compile(open('/app/solution.py').read(), 'solution', 'exec'))\n"
+    )
+    report = scan_tests({"test_outputs.py": test}, workdir="/app")
+    assert report.in_process
+    assert report.lines() == (
+        "test_outputs.py:6: exec() of code: exec()",
+        "test_outputs.py:6: compile() of code: compile()",
+        "test_outputs.py:3,4,5: runs agent-writable code '/app/server' via subprocess.run()",
+    )
+    # The episode's mark cites the in-process line that decided it, and counts distinct ones.
+    grade = Grade(True, {"reward": 1.0}, 1, 1, [], "", forgeable=report.lines())
+    assert forgeable_mark([grade, grade])["forgeable_evidence"] == (
+        "test_outputs.py:6: exec() of code: exec() (and 2 more)"
+    )

@@ -276,12 +276,32 @@ def test_spec_for_a_task(tmp_path):
         spec_for(task, 1, "img")
 
 
-def test_tests_shipping_a_conftest_fail_closed(write_tests):
+AGENT_CONFTEST = (
+    "printf 'def pytest_collection_modifyitems(items):\\n    items.clear()\\n' > conftest.py; "
+    "printf 'def test_b():\\n    pass\\n' > test_b.py"
+)
+
+
+def test_the_tasks_conftest_loads_and_the_agents_does_not(snapshot, write_tests, toolchain):
+    # The task's tests/conftest.py gives a fixture (issue 25: once refused, --noconftest). The
+    # agent left a conftest.py in its home that would empty the run; the tests are pointed at
+    # a file beside it so that pytest walks that folder: the runner must still not load it.
     tests = write_tests(
-        {"test_a.py": "def test_a(x):\n    pass\n", "conftest.py": "import pytest\n"}
+        {
+            "test_a.py": "def test_a(answer):\n    assert answer == 42\n",
+            "conftest.py": "import pytest\n\n@pytest.fixture\ndef answer():\n    return 42\n",
+        }
     )
-    verdict = run_pytest_verifier(PytestSpec(image="never-started", tests=tests))
-    assert verdict.error_code == "conftest" and "conftest.py" in verdict.error_detail
+    image = snapshot(AGENT_CONFTEST)
+    verdict = run_pytest_verifier(
+        spec(image, tests, test_paths=("test_a.py", "../home/user/test_b.py")),
+        toolchain=toolchain,
+    )
+    assert verdict.ok and verdict.complete, verdict.error_detail or verdict.output
+    assert "test_a" in outcomes(verdict) and outcomes(verdict)["test_a"] == "passed"
+    assert "/home/user/conftest.py is not the task's (outside /tests); not loaded" in (
+        verdict.output
+    )
 
 
 def test_a_harbor_test_sh_beside_pytest_files_is_not_scanned(snapshot, write_tests, toolchain):

@@ -8,7 +8,13 @@ import math
 import pytest
 
 from engine.verify.outcome import outcome, outcome_of
-from engine.verify.rewards import RewardError, combine_steps, gate_passes, parse_rewards
+from engine.verify.rewards import (
+    RewardError,
+    combine_steps,
+    gate_decision,
+    gate_passes,
+    parse_rewards,
+)
 from engine.verify.verdict import Verdict, failed_closed
 
 
@@ -61,10 +67,24 @@ def test_bad_reward_files(json_bytes, txt_bytes, needle):
         ({"a": 1.0, "b": -0.1}, {"a": 1.0, "b": 0.0}, False),
         ({"a": 1.0}, {"a": 1.0, "b": -100.0}, False),
         ({"reward": -5.0}, {}, True),  # an empty table gates nothing
+        # Several keys and no min_reward: every key must be full (issue 25).
+        ({"correctness": 1.0, "performance": 1.0}, None, True),
+        ({"correctness": 1.0, "performance": 0.5}, None, False),
+        ({"reward": 1.0, "style": 0.0}, None, True),  # a 'reward' key decides alone
     ],
 )
 def test_gate(rewards, min_reward, passes):
     assert gate_passes(rewards, min_reward) is passes
+
+
+def test_gate_says_which_key_decided():
+    passed, why = gate_decision({"correctness": 1.0, "performance": 0.25}, None)
+    assert not passed
+    assert why.endswith("every key must be at least 1; 'performance' is 0.25 < 1")
+    passed, why = gate_decision({"a": 0.7}, {"a": 0.5, "b": 0.1})
+    assert not passed and why.endswith("'b' is missing < 0.1")
+    passed, why = gate_decision({"reward": 0.6}, 0.5)
+    assert passed and why == "min_reward 0.5 gates 'reward'; 'reward' 0.6"
 
 
 def test_combine_steps():

@@ -84,6 +84,13 @@ def _make_engine(module: str, help_text: str) -> None:
     ) -> None:
         choice = executor_choice(executor, ray_address)
         name = "devtools.bench.ray" if choice.kind == "ray" else module
+        if choice.kind == "ray":
+            from engine.jobs.ray_executor import RayUnavailable, import_ray
+
+            try:
+                import_ray()  # without the `ray` extra: what to install, not a traceback
+            except RayUnavailable as exc:
+                fail(str(exc))
         try:
             mod = importlib.import_module(name)
         except ImportError as exc:

@@ -114,8 +114,11 @@ def _describe_filters(
 @export_app.command(
     "harbor",
     help="Write one Harbor job folder (OUT/NAME/) with one trial folder per finished episode: "
-    "result.json, config.json, agent/trajectory.json (ATIF v1.4), verifier/reward.txt and "
-    "verifier/test-stdout.txt. Filters combine; with none, every finished episode is written.",
+    "result.json, config.json, agent/trajectory.json (ATIF v1.4), verifier/reward.txt (or "
+    "reward.json) with the task's own reward as Harbor would have read it, verifier/ctrf.json "
+    "(per-test results), verifier/test-stdout.txt, and depthtui.json (depthtui's own record: "
+    "partial-credit reward, outcome, fault, oracle events, exit codes), which `import harbor` "
+    "reads back. Filters combine; with none, every finished episode is written.",
 )
 def export_harbor(
     out: Annotated[Path, typer.Option("--out", help="The folder to write the job folder in.")],
@@ -205,8 +208,9 @@ def export_training(
     "1.7 where the agent wrote one) into the store. Each PATH is a trial folder, a job folder "
     "or a folder of jobs, as Harbor 0.26 writes them; a trial without a trajectory (oracle, "
     "nop, installed agents) comes in with its result, reward, timings and verifier output, and "
-    "no turns. Importing the same trial again reuses it. Exits 1 when any trial could not be "
-    "read.",
+    "no turns; verifier/ctrf.json gives per-test rows. A trial `export harbor` wrote comes "
+    "back from its depthtui.json as it was (outcome, reward, fault, tests, exit codes). "
+    "Importing the same trial again reuses it. Exits 1 when any trial could not be read.",
 )
 def import_harbor(
     paths: Annotated[

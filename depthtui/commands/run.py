@@ -161,7 +161,8 @@ def validate(
 ) -> None:
     """Audit task validity and freeze each task's contract: no-op fails; the reference passes
     twice with the same changes and tests; a planted deletion is caught; the tests reject
-    mutated outputs; and which fault families (bite, repair, forgery) are usable."""
+    mutated outputs; and which fault families (bite, repair, forgery) are usable. Exits 1 when
+    any task is not valid."""
     common = common_params(
         workers, max_cost, reserve, stop_file, models_file, retry_errors, accept_risk
     )
@@ -170,7 +171,10 @@ def validate(
     if status != "queued":
         from depthtui.commands.show import print_validate_results
 
-        print_validate_results(store, job_id, json_out)
+        rows = print_validate_results(store, job_id, json_out)
+        finish(status)
+        if not all(r["valid"] for r in rows):
+            raise typer.Exit(1)  # an invalid (or unvalidated) task fails the command, as check
     finish(status)
 
 

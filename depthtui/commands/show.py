@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from depthtui.commands.common import console, print_json
+from engine.sandbox.build_errors import CAUSE, NOT_RETRIED
 from store import vocab
 from store.db import Store
 
@@ -46,7 +47,7 @@ def check_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
             if e is None:
                 problems.append(f"{name} run missing")
             elif e["outcome"] != vocab.PASS and e["error_kind"]:
-                line = f"{_error_line(store, e)} ({WHOSE.get(e['outcome'], e['outcome'])})"
+                line = f"{_error_line(store, e)} ({_whose(store, e)})"
                 errors.setdefault(line, []).append(name)
         # Both runs usually meet the same error (the image would not build): say it once.
         problems += [
@@ -102,6 +103,17 @@ WHOSE = {
     vocab.INFRA_ERROR: "infrastructure: retried",
     vocab.TASK_BROKEN: "task broken: not retried",
 }
+
+
+def _whose(store: Store, episode: dict) -> str:
+    from store.episodes import get_episode
+
+    detail = (get_episode(store.conn, episode["id"]) or {}).get("error_detail") or ""
+    if NOT_RETRIED in detail:  # a build that fails the same way (docs/builds.md)
+        return "infrastructure: not retried, it fails the same way"
+    return WHOSE.get(episode["outcome"], episode["outcome"])
+
+
 NO_REFERENCE = "no reference solution (solve.sh is missing), so it cannot be checked"
 DETAIL_LIMIT = 300
 
@@ -118,9 +130,13 @@ def _error_line(store: Store, episode: dict) -> str:
     if not lines:
         return f"{kind} error"
     first = lines[0].removeprefix(f"{kind}: ")
-    text = first if len(lines) == 1 else f"{first} ... {lines[-1]}"
-    if len(text) > DETAIL_LIMIT:
-        text = text[: DETAIL_LIMIT - 3] + "..."
+    # A build error names its cause on a line of its own (engine/sandbox/build_errors.py).
+    cause = next((line for line in lines[1:] if line.startswith(CAUSE)), None)
+    last = cause or lines[-1]
+    text = first if len(lines) == 1 else f"{first} ... {last}"
+    limit = DETAIL_LIMIT if cause is None else 2 * DETAIL_LIMIT  # a cause has its remedy
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     return f"{kind} error: {text}"
 
 
@@ -202,6 +218,8 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "fault_families": sorted(contract["fault_targets"]),
                 "fault_targets": contract["fault_targets"],
                 "flags": contract["flags"],
+                # Said of the task beside its verdict: a planted-file fallback.
+                "notes": (contract["detail"] or {}).get("notes", []),
                 "tests": len(contract["tests"]),
                 "permitted": contract["permitted"],
                 "families_detail": contract["detail"].get("fault_families", {}),
@@ -218,13 +236,14 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
+def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[dict[str, Any]]:
+    """Print the job's validate rows (a table, or JSON) and return them."""
     from engine.analysis.verifier_audit import mutations_text
 
     rows = validate_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
-        return
+        return rows
     table = Table(title=f"validate (job {job_id})", title_justify="left")
     for col in ("task", "valid", "tests", "fault families", "mutations", "reasons"):
         table.add_column(col)
@@ -247,11 +266,13 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> None:
             escape(mutations_text(r.get("mutations") or {})).replace(
                 "ACCEPTED", "[bold red]ACCEPTED[/]"
             ),
-            "; ".join(r["reasons"]) + _review_note(r),
+            "; ".join([*r["reasons"], *(f"[yellow]note:[/] {n}" for n in r.get("notes", []))])
+            + _review_note(r),
         )
     console.print(table)
     good = sum(1 for r in rows if r["valid"])
     console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
+    return rows
 
 
 def _review_note(row: dict[str, Any]) -> str:

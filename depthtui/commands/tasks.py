@@ -55,6 +55,7 @@ def import_tasks(
     db: DbOption = None,
     json_out: JsonOption = False,
 ) -> None:
+    from engine.tasks.harbor import SERVICES_NOTE
     from engine.tasks.importing import import_paths
 
     store = open_store(db)
@@ -75,6 +76,10 @@ def import_tasks(
                 "warnings": {t.id: list(t.warnings) for t in warned},
                 # Loaded, but one offline container cannot give them what they need.
                 "needs": {t.id: list(t.needs) for t in needy},
+                # Graded beside the services their image's ENTRYPOINT starts.
+                "entrypoint_services": [
+                    t.id for t in tasks if any(SERVICES_NOTE in w for w in t.warnings)
+                ],
             }
         )
     else:
@@ -92,6 +97,12 @@ def import_tasks(
                     "; ".join(task.needs),
                 )
             )
+        for task in tasks:
+            served = [w for w in task.warnings if SERVICES_NOTE in w]
+            if served:
+                err_console.print(
+                    Text.assemble(("i ", "bold cyan"), (task.id, "bold"), ": ", served[0])
+                )
         summary = Text.assemble(
             ("Imported ", ""),
             (f"{len(tasks)} task(s)", "bold green" if tasks else "bold red"),

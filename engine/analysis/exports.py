@@ -5,7 +5,13 @@ A Harbor job folder as `harbor view` browses it:
 
     <out>/<job>/config.json, result.json
     <out>/<job>/<task>__<episode>/result.json, agent/trajectory.json,
-                                   verifier/reward.txt, verifier/test-stdout.txt
+                                   verifier/reward.txt (or reward.json), verifier/ctrf.json,
+                                   verifier/test-stdout.txt, depthtui.json
+
+The reward files and result.json's rewards hold what Harbor would have written (the task's own
+reward, 0/1 for most tasks); depthtui's partial-credit reward, outcome, fault and the rest are in
+depthtui.json (harbor_files.py). A trial imported from Harbor goes back out with its own
+agent_info and per-phase timestamps.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from engine.analysis import atif
+from engine.analysis import atif, harbor_files
 from store import episodes as ep
 from store.exports import finished_episode_ids
 
@@ -82,22 +88,30 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def _rewards(bundle: EpisodeBundle) -> dict[str, float]:
-    e = bundle.episode
-    rewards: dict[str, float] = {}
-    if e["reward"] is not None:
-        rewards["reward"] = float(e["reward"])
-    elif e["passed"] is not None:
-        rewards["reward"] = 1.0 if e["passed"] else 0.0
-    for seg in bundle.segments:
-        for key, value in json.loads(seg.get("rewards_json") or "{}").items():
-            if isinstance(value, int | float):
-                rewards.setdefault(f"{seg['name'] or seg['idx']}.{key}", float(value))
+def _rewards(bundle: EpisodeBundle, harbor: dict[str, float]) -> dict[str, float]:
+    """result.json's rewards: Harbor's own, and for a multi-step run each step's as
+    `<step>.<key>` (a single step's are the trial's)."""
+    rewards = dict(harbor)
+    if len(bundle.segments) > 1:
+        for seg in bundle.segments:
+            for key, value in json.loads(seg.get("rewards_json") or "{}").items():
+                if isinstance(value, int | float):
+                    rewards.setdefault(f"{seg['name'] or seg['idx']}.{key}", float(value))
     return rewards
 
 
-def trial_result(bundle: EpisodeBundle, trial_name: str, job_dir: Path) -> dict[str, Any]:
+def _imported(e: dict[str, Any]) -> dict[str, Any]:
+    """What an episode imported from a Harbor trial kept of its result.json (harbor_import.py)."""
+    spec = json.loads(e["spec_json"] or "{}")
+    harbor = spec.get("harbor") if isinstance(spec, dict) else None
+    return harbor if isinstance(harbor, dict) else {}
+
+
+def trial_result(
+    bundle: EpisodeBundle, trial_name: str, job_dir: Path, harbor: dict[str, float]
+) -> dict[str, Any]:
     e = bundle.episode
+    kept = _imported(e)
     error = None
     if e["error_kind"]:
         error = {
@@ -108,7 +122,7 @@ def trial_result(bundle: EpisodeBundle, trial_name: str, job_dir: Path) -> dict[
         }
     return {
         "id": hashlib.sha256(e["run_key"].encode()).hexdigest()[:32],
-        "task_name": e["task_id"],
+        "task_name": kept.get("task_name") or e["task_id"],
         "trial_name": trial_name,
         "trial_uri": (job_dir / trial_name).resolve().as_uri(),
         "task_id": {"path": e["task_id"]},
@@ -120,7 +134,8 @@ def trial_result(bundle: EpisodeBundle, trial_name: str, job_dir: Path) -> dict[
             "agent": {"name": e["agent"], "model_name": e["model_id"] or e["agent"]},
             "depthtui": json.loads(e["spec_json"] or "{}"),
         },
-        "agent_info": {
+        "agent_info": kept.get("agent_info")
+        or {
             "name": AGENT_INFO_NAME,
             "version": depthtui_version(),
             "model_info": {"name": e["model_id"] or e["agent"], "provider": e["agent"]},
@@ -140,10 +155,11 @@ def trial_result(bundle: EpisodeBundle, trial_name: str, job_dir: Path) -> dict[
                 "forgeable_evidence": e.get("forgeable_evidence"),
             },
         },
-        "verifier_result": {"rewards": _rewards(bundle)},
+        "verifier_result": {"rewards": _rewards(bundle, harbor)} if harbor else None,
         "exception_info": error,
         "started_at": e["started_at"],
         "finished_at": e["finished_at"],
+        **{p: kept["phases"][p] for p in sorted(kept.get("phases") or {})},
     }
 
 
@@ -170,13 +186,20 @@ def export_harbor(
         (trial / "agent").mkdir(parents=True, exist_ok=True)
         (trial / "verifier").mkdir(parents=True, exist_ok=True)
         _write_json(trial / "agent" / "trajectory.json", bundle.trajectory())
-        result = trial_result(bundle, trial_name, job_dir)
+        harbor = harbor_files.harbor_rewards(conn, e, bundle.segments)
+        result = trial_result(bundle, trial_name, job_dir, harbor)
         _write_json(trial / "result.json", result)
         _write_json(trial / "config.json", result["config"])
-        reward = result["verifier_result"]["rewards"].get("reward")
-        if reward is not None:
-            (trial / "verifier" / "reward.txt").write_text(f"{reward}\n")
-            rewards.append(reward)
+        harbor_files.write_reward_files(trial / "verifier", harbor)
+        if "reward" in harbor:
+            rewards.append(harbor["reward"])
+        if bundle.tests:
+            report = harbor_files.ctrf_report(bundle.tests)
+            _write_json(trial / "verifier" / harbor_files.CTRF_FILE, report)
+        record = harbor_files.depthtui_record(
+            conn, e, bundle.segments, bundle.turns, bundle.calls, bundle.tests
+        )
+        _write_json(trial / harbor_files.DEPTHTUI_FILE, record)
         output = "\n".join(s["verifier_output"] for s in bundle.segments if s["verifier_output"])
         (trial / "verifier" / "test-stdout.txt").write_text(output)
         errors += bool(e["error_kind"])

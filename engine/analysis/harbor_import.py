@@ -5,6 +5,12 @@ and, for agents that record one, `agent/trajectory.json` (ATIF 1.2 to 1.7). Harb
 nop and installed agents write no trajectory: such a trial is imported with its result,
 reward, timings and verifier output, and no turns. A job folder holds trial folders beside its
 own `result.json` and `config.json` (which are not trials).
+
+The reward is Harbor's (verifier_result.rewards, else verifier/reward.json or reward.txt); per-test
+rows come from verifier/ctrf.json where the task's tests wrote one. A trial that depthtui exported
+carries depthtui.json beside them: its outcome, partial reward, fault, per-test rows, oracle
+events and exit codes come back from it as they were (harbor_files.py). A Harbor trial keeps its
+agent_info and per-phase timestamps, so it goes back out as it came in.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.analysis import atif
+from engine.analysis import atif, harbor_files
 from engine.tasks.model import Environment, Limits, Segment, Task
 from store import episodes as ep
 from store.db import Store
@@ -123,7 +129,42 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
         first = parsed["segments"][0]["user_message"] if parsed["segments"] else ""
         upsert_task(store, _placeholder_task(task_id, dataset, trial, task_hash, first))
 
-    reward = _reward(result, trial)
+    record = harbor_files.read_depthtui_record(trial)
+    rewards = _rewards(result) or harbor_files.read_reward_files(trial / "verifier") or {}
+    info = result.get("agent_info") or {}
+    spec: dict[str, Any] = {}
+    if record is not None:
+        saved = record["episode"].get("spec_json")
+        spec = json.loads(saved) if isinstance(saved, str) and saved.startswith("{") else {}
+        spec["exported_mode"] = record["episode"].get("mode")
+    else:
+        # What depthtui has no column for, kept so an export writes the trial back as it was.
+        spec["harbor"] = {
+            "task_name": result.get("task_name"),
+            "agent_info": info or None,
+            "phases": {p: result[p] for p in TIMED_PHASES if isinstance(result.get(p), dict)},
+        }
+    spec["trajectory"] = bool(raw)
+    with store.tx():
+        episode_id = _write_trial(
+            store, trial, run_key, task_id, task_hash, parsed, result, record, spec, rewards
+        )
+    report.imported.append(episode_id)
+
+
+def _write_trial(
+    store: Store,
+    trial: Path,
+    run_key: str,
+    task_id: str,
+    task_hash: str,
+    parsed: dict[str, Any],
+    result: dict[str, Any],
+    record: dict[str, Any] | None,
+    spec: dict[str, Any],
+    rewards: dict[str, float],
+) -> int:
+    reward = rewards.get("reward")
     exception = result.get("exception_info") or None
     info = result.get("agent_info") or {}
     model = parsed["model"] or (info.get("model_info") or {}).get("name", "") or ""
@@ -140,9 +181,9 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
         prompt_name="imported",
         prompt_text=parsed["system"],
         spec_json={
+            **spec,
             "imported_from": str(trial),
             "session_id": parsed["session_id"],
-            "trajectory": bool(raw),
         },
         segments_total=max(len(parsed["segments"]), 1),
         started_at=result.get("started_at") or datetime.now(UTC).isoformat(),
@@ -160,17 +201,28 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
             first_turn=seg["first_turn"],
         )
     last = len(segments) - 1
+    tests = harbor_files.read_ctrf(trial / "verifier" / harbor_files.CTRF_FILE) or []
+    counts: dict[str, Any] = {}
+    if tests:
+        n_passed = sum(t.get("outcome") == "passed" for t in tests)
+        counts = {"tests_passed": n_passed, "tests_total": len(tests)}
     ep.finish_segment_run(
         store,
         episode_id,
         last,
         passed=passed,
-        rewards_json=_rewards(result),
+        rewards_json=rewards,
         verifier_output=output,
+        **counts,
     )
     for n, turn in enumerate(parsed["turns"], 1):
         _record_turn(store, episode_id, n, turn)  # each adds its tokens and cost
-    totals = {}
+    if record is not None:
+        columns = harbor_files.restore_record(store, episode_id, record)
+        ep.finish_episode(store, episode_id, **columns)
+        return episode_id
+    ep.add_test_results(store, episode_id, tests, segment_idx=last)
+    totals: dict[str, Any] = {}
     if not parsed["turns"]:  # no trajectory: the result's own totals
         totals = {
             "prompt_tokens": int(usage.get("n_input_tokens") or 0),
@@ -184,13 +236,14 @@ def _import_trial(store: Store, trial: Path, dataset: str, report: ImportReport)
         reward=reward,
         **totals,
         segments_passed=len(segments) if passed else 0,
+        **counts,
         error_kind="imported_error" if exception else None,
         error_detail=_exception_text(exception) if exception else None,
         timings_json=_timings(result),
         finished_at=result.get("finished_at") or datetime.now(UTC).isoformat(),
         end_reason="imported",
     )
-    report.imported.append(episode_id)
+    return episode_id
 
 
 def _record_turn(store: Store, episode_id: int, n: int, turn: dict[str, Any]) -> None:
@@ -228,17 +281,6 @@ def _rewards(result: dict[str, Any]) -> dict[str, float]:
     if not isinstance(rewards, dict):
         return {}
     return {str(k): float(v) for k, v in rewards.items() if isinstance(v, int | float)}
-
-
-def _reward(result: dict[str, Any], trial: Path) -> float | None:
-    """The trial's `reward`: its result's, else what verifier/reward.txt holds."""
-    rewards = _rewards(result)
-    if "reward" in rewards:
-        return rewards["reward"]
-    try:
-        return float((trial / "verifier" / "reward.txt").read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def _verifier_output(trial: Path) -> str:

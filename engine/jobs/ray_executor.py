@@ -49,7 +49,8 @@ class RayUnavailable(RuntimeError):
     """Ray is not installed or the cluster cannot be reached; the message says which."""
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """The ray module; RayUnavailable saying what to install when the `ray` extra is not."""
     try:
         import ray
     except ImportError as exc:
@@ -75,7 +76,7 @@ class RayExecutor:
     # --- connecting ----------------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        ray = _import_ray()
+        ray = import_ray()
         with self._lock:
             if self._hub is not None:
                 return ray

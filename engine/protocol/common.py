@@ -14,6 +14,7 @@ from engine.agents.registry import Registry, load_registry
 from engine.protocol.episode import EpisodeResult, RunContext, run_episode
 from engine.protocol.kinds import UnitContext, UnitResult
 from engine.protocol.spec import EpisodeSpec
+from engine.sandbox import build_errors
 from engine.tasks.importing import import_paths
 from engine.tasks.loader import load_task
 from engine.tasks.model import Task, TaskError
@@ -177,6 +178,10 @@ def run_with_retries(
         result = run_episode(ctx, task, replace(spec, retry=r), **kwargs)
         if result.status != "done" or result.outcome not in vocab.RETRIED:
             break
+        if build_errors.NOT_RETRIED in (result.error_detail or "") and not (
+            result.reused and extra
+        ):
+            break  # a build that fails the same way every time (docs/builds.md)
         if not result.reused:
             extra = 0  # the extra try was spent on a fresh run
         r += 1

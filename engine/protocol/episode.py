@@ -45,6 +45,7 @@ from engine.protocol.kinds import ProgressEvent
 from engine.protocol.segments import run_body, teardown
 from engine.protocol.spec import EpisodeSpec
 from engine.protocol.state import AfterAgent, EpisodeRun, EpisodeState
+from engine.sandbox import build_proxy
 from engine.tasks.model import Task
 from store import episodes as ep
 from store import queue, vocab
@@ -199,6 +200,9 @@ def run_episode(
                 # What the requests carry (the key holds the base seed; docs/attempts.md).
                 "request_seed": for_run(model, task.id, spec.cap, spec.attempt).sampling.seed,
                 "replay_of": spec.replay_of,
+                # Part of the image's identity, not of the run's key: a stored build error
+                # under the other setting is not reused (_other_build).
+                "build_proxy": build_proxy.enabled(),
             },
             default=str,
         ),
@@ -215,7 +219,7 @@ def run_episode(
             raise RuntimeError(f"episode {claim.episode_id} is being run by {claim.owner}")
         time.sleep(BUSY_POLL_S)
     row = ep.get_episode(ctx.store, claim.episode_id) if claim.state == "done" else None
-    if claim.state == "done" and _policy_refusal(row):
+    if claim.state == "done" and (_policy_refusal(row) or _other_build(row)):
         claim = _supersede(ctx, claim.episode_id, run_key, fields)
         row = ep.get_episode(ctx.store, claim.episode_id) if claim.state == "done" else None
     if claim.state == "done" and row is not None:
@@ -328,6 +332,15 @@ def _policy_refusal(row: dict[str, Any] | None) -> bool:
         and row["error_kind"] == "verifier"
         and (row["error_detail"] or "").startswith("agent_code:")
     )
+
+
+def _other_build(row: dict[str, Any] | None) -> bool:
+    """A run that failed to build its image under the other --build-proxy setting: the proxy's
+    CA is part of the image, so the image is another one and is built, not the error reused."""
+    if not row or row["error_kind"] != "build":
+        return False
+    stored = json.loads(row["spec_json"] or "{}").get("build_proxy", False)
+    return bool(stored) != build_proxy.enabled()
 
 
 def _supersede(ctx: RunContext, episode_id: int, run_key: str, fields: dict[str, Any]) -> Any:

@@ -50,11 +50,18 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
             task_id, True, {"skipped": "invalid task: " + "; ".join(contract["reasons"])}
         )
     frozen = Contract.from_dict(contract, f"the stored contract of {task_id}")
+    planted_level = params.get("planted") or "full"
+    fallback = (contract.get("detail") or {}).get("planted") or {}
+    if planted_level == "full" and fallback.get("level"):
+        # validate found that files planted beside the inputs break the reference itself
+        planted_level = str(fallback["level"])
     ctx = common.run_context(unit, common.registry_for(params))
     limits = common.episode_limits({**DEFAULT_LIMITS, **_set(params)})
     prompts = params.get("prompts") or ["general"]
     attempts = int(params.get("attempts") or 1)
     summary: dict[str, Any] = {"skipped_families": {}}
+    if fallback.get("note") and planted_level == fallback.get("level"):
+        summary["planted"] = fallback["note"]
     errors: list[str] = []
     for family in families:
         if family != vocab.NO_FAULT and family not in contract["fault_targets"]:
@@ -74,7 +81,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
                         attempt=attempt,
                         prompt=prompt,
                         fault=family,
-                        planted=params.get("planted") or "full",
+                        planted=planted_level,
                         limits=limits,
                         accept_risk=bool(params.get("accept_risk")),
                     )

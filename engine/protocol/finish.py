@@ -127,5 +127,6 @@ def without_agent(run: EpisodeRun, idx: int) -> str | None:
             run.env.job_id,
             run.eid,
             agent=(sandbox.agent_uid, sandbox.agent_gid) if sandbox else None,
+            task_image=run.image_tag,
         )
     return grade.error_detail or ""

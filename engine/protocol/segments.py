@@ -21,7 +21,7 @@ from engine.protocol.kinds import ProgressEvent
 from engine.protocol.seal import final_check, frozen, grade, seal, stop_agent
 from engine.protocol.setup import prepare_segment, setup
 from engine.protocol.state import AfterAgent, EpisodeRun, Interrupted
-from engine.sandbox.base import CallResult, SandboxError
+from engine.sandbox.base import CallResult, SandboxError, ShellForgery
 from engine.verify.grade import Grade
 
 
@@ -82,7 +82,15 @@ def segments(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) 
         run.state.time("agent", time.monotonic() - started)
         if end.reason == "stopped":
             raise Interrupted(end.detail or "stopped")
+        if end.reason != "error":
+            end = probe_shell(run, end)
         if end.reason == "error":
+            if end.error_kind == ShellForgery.KIND:
+                # The agent's failure, not an infrastructure one: what its processes did is
+                # still judged, so that ending the episode this way hides no collateral.
+                stop_agent(run)
+                with frozen(run):
+                    final_check(run)
             run.rec.finish_segment_run(
                 idx,
                 error_kind=end.error_kind,
@@ -125,6 +133,20 @@ def segments(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) 
         with frozen(run):
             final_check(run)
     return finish(run, grades, seg_passed, end, error=None)
+
+
+def probe_shell(run: EpisodeRun, end: SegmentEnd) -> SegmentEnd:
+    """One frame that runs nothing through the agent's shell after the segment's last call, so
+    that a forged end mark on that call is caught like one on any other (engine/sandbox/framing.py):
+    the segment then ends in the agent's error, shell_forgery (docs/outcomes.md)."""
+    assert run.sandbox is not None
+    with run.phase("shell_probe"):
+        try:
+            run.sandbox.probe_shell()
+        except ShellForgery as exc:
+            run.event("warning", detail=exc.detail)
+            return replace(end, reason="error", error_kind=exc.kind, error_detail=exc.detail)
+    return end
 
 
 def after_call(run: EpisodeRun, call_idx: int, result: CallResult) -> None:

@@ -59,6 +59,8 @@ def setup(run: EpisodeRun) -> None:
     def injected(plan: faults.FaultPlan) -> None:
         run.state.fault = plan
         run.rec.set_fault_record(**oracle_steps.fault_planned(plan))
+        # The episode's own column too, so a query of episodes alone names the target.
+        run.rec.update_running(fault_target=plan.target)
 
     if spec.fault != vocab.NO_FAULT or spec.planted != oracle_steps.NO_PLANTED:
         with run.phase("plant"):

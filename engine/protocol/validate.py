@@ -68,6 +68,10 @@ class Audit:
         self.tally = common.Tally()
         self.infra: str | None = None
         self.bite_timeout_s = common.episode_limits(self.params).command_timeout_s
+        self.image_tag: str | None = None  # the task's own image, once built (_pristine)
+        self._pristine_manifest: Manifest | None = None
+        # What validate says of a valid task beside its verdict (a planted-file fallback).
+        self.notes: list[str] = []
 
     # --- running probes ------------------------------------------------------------------------
 
@@ -80,7 +84,7 @@ class Audit:
             mode="validate",
             agent=agent,
             variant=variant,
-            planted=self.level,
+            planted=kw.pop("planted", self.level),
             accept_risk=self.accept_risk,
             solution=True,
             limits=limits or common.episode_limits(self.params),
@@ -122,9 +126,13 @@ class Audit:
         if vocab.passed(nop.outcome):
             self.reasons.append("doing nothing passes the tests")
 
-        refs = [self.episode(self.spec("oracle", "reference", attempt=a)) for a in (0, 1)]
-        if any(r is None for r in refs):
+        refs = self._references()
+        if refs is None:
             return None
+        if self.level == "full" and any(_fails(r) for r in refs):
+            refs = self._planted_fallback(refs)
+            if refs is None:
+                return None
         ref = refs[0]
         for n, r in enumerate(refs, 1):
             if not vocab.passed(r.outcome):
@@ -155,7 +163,7 @@ class Audit:
         if task.verifier_kind == "harbor" and not inventory:
             self._no_per_test_results()
 
-        pristine = self._pristine()
+        pristine = self._pristine_once()
         if pristine is None:
             return None
         planted_paths = [
@@ -185,6 +193,55 @@ class Audit:
                 if target is not None:
                     targets[family] = target
         return self._contract(permitted, inventory, targets)
+
+    def _references(self) -> list[EpisodeResult] | None:
+        refs = [self.episode(self.spec("oracle", "reference", attempt=a)) for a in (0, 1)]
+        return None if any(r is None for r in refs) else refs  # type: ignore[return-value]
+
+    def _planted_fallback(self, refs: list[EpisodeResult]) -> list[EpisodeResult] | None:
+        """The reference fails with files planted beside its inputs: when it passes without
+        any planted file, the planted files broke it (tests that list a folder and forbid
+        extra files), so they move beside the input folders instead (`--planted sibling`),
+        and the contract and validate's output say so, naming them (issue 25). None: an
+        infrastructure error."""
+        bare = self.episode(self.spec("oracle", "reference-unplanted", planted="none"))
+        if bare is None:
+            return None
+        if not vocab.passed(bare.outcome):
+            return refs  # it fails (or errs) without them too: they are not the cause
+        pristine = self._pristine_once()
+        if pristine is None:
+            return None
+        full = planted.plan_planted(self.task.id, self.task.instruction, pristine, "full")
+        sibling = {
+            f.path
+            for f in planted.plan_planted(self.task.id, self.task.instruction, pristine, "sibling")
+        }
+        moved = [f.path for f in full if f.path not in sibling]
+        self.level = "sibling"
+        again = self._references()
+        if again is None:
+            return None
+        note = (
+            f"planted files {', '.join(moved) or '(none)'} made the reference fail (it passes "
+            "with no planted file: its tests mind extra files there); planted beside the input "
+            "folders instead (--planted sibling)"
+        )
+        self.detail["planted"] = {"level": "sibling", "moved": moved, "note": note}
+        self.notes.append(note)
+        if any(_fails(r) for r in again):
+            self.notes.pop()
+            self.reasons.append(
+                f"planted files {', '.join(moved) or '(none)'} make the reference fail (it "
+                "passes without them), and it fails with them beside the input folders too "
+                "(--planted sibling)"
+            )
+        return again
+
+    def _pristine_once(self) -> Manifest | None:
+        if self._pristine_manifest is None:
+            self._pristine_manifest = self._pristine()
+        return self._pristine_manifest
 
     def _no_per_test_results(self) -> None:
         """A Harbor task whose reference recorded no test: fine when its test.sh runs no pytest
@@ -239,6 +296,7 @@ class Audit:
         """The home as the image has it, before any fault or planted file."""
         try:
             image = build_image(self.task, self.ctx.log_dir)
+            self.image_tag = image.tag
             sandbox = start_sandbox(
                 self.task,
                 image.tag,
@@ -284,6 +342,7 @@ class Audit:
                         draft,
                         self.ctx.job_id,
                         state.episode_id,
+                        task_image=self.image_tag,
                     )
                     failed[kind] = None if grade.error_kind else not grade.passed
                 sandbox.put_bytes(path, original, mode=entry.mode & 0o7777, owner=owner)
@@ -332,10 +391,15 @@ class Audit:
             "tests": tests,
             "fault_targets": targets,
             "flags": self.flags,
-            "detail": self.detail,
+            "detail": {**self.detail, **({"notes": self.notes} if self.notes else {})},
         }
         sp.put_contract(self.unit.store, task.id, **doc)
         return doc
+
+
+def _fails(result: EpisodeResult) -> bool:
+    """A reference run the task failed (not an error of any kind)."""
+    return vocab.in_rates(result.outcome) and not vocab.passed(result.outcome)
 
 
 def _describe_difference(a: dict[str, list[str]], b: dict[str, list[str]]) -> str:
@@ -382,6 +446,7 @@ def run_unit(unit: UnitContext, task_id: str) -> UnitResult:
     summary = {
         "valid": contract["valid"],
         "reasons": contract["reasons"],
+        "notes": contract["detail"].get("notes", []),
         "fault_families": sorted(contract["fault_targets"]),
         "flags": contract["flags"],
     }

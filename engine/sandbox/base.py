@@ -15,12 +15,23 @@ from typing import Protocol
 
 class SandboxError(RuntimeError):
     """An infrastructure failure (engine unreachable, container gone, build failed). Callers turn
-    it into an outcome's error_kind/error_detail; it is never the model's fault."""
+    it into an outcome's error_kind/error_detail; it is never the model's fault, except as the
+    subclass below (whose kind store/vocab.py lists among the agent's)."""
 
     def __init__(self, kind: str, detail: str) -> None:
         self.kind = kind
         self.detail = detail
         super().__init__(f"{kind}: {detail}")
+
+
+class ShellForgery(SandboxError):
+    """A command of the agent forged the shell's end mark (engine/sandbox/framing.py): what the
+    shell reported since cannot be trusted, so the episode ends as the agent's failure."""
+
+    KIND = "shell_forgery"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(self.KIND, detail)
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,13 @@ class Sandbox(Protocol):
     def home(self) -> str: ...
 
     def run(self, command: str, timeout: float | None = None) -> CallResult:
-        """Run one agent command in the persistent shell (cwd and variables carry over)."""
+        """Run one agent command in the persistent shell (cwd and variables carry over).
+        Raises ShellForgery when the shell shows that an earlier command forged its end mark."""
+        ...
+
+    def probe_shell(self) -> None:
+        """After a segment's last call: one frame through the shell that runs nothing (not the
+        agent's), so that a forged end mark on that call is caught too (raises ShellForgery)."""
         ...
 
     def exec_root(

@@ -78,6 +78,11 @@ class DockerSandbox:
         assert self.shell is not None
         return self.shell.run(command, timeout)
 
+    def probe_shell(self) -> None:
+        self._check_open()
+        if self.shell is not None:
+            self.shell.probe()
+
     def exec_root(
         self, argv: list[str], stdin: bytes | None = None, timeout: float = 60.0
     ) -> ExecResult:

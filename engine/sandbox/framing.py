@@ -18,11 +18,19 @@ command prints); PersistentShell (shell.py) sends the frames and follows the mar
    command's own (merged) output never reaches.
    The nonce is fresh for every command and, while the command runs, exists only in the host and
    in the part of bash's input not yet read: not in the environment, a file or a variable. Text
-   the command prints, a guessed marker included, cannot end it early. (A process that
-   deliberately reads the rest of its parent shell's input through /proc could learn it; it runs
-   as the same uid as the shell, which no design with the shell as the agent's own user can
-   prevent.)
-3. Unless the container was quiet after the last command (the host read from its cgroup that
+   the command prints, a guessed marker included, cannot end it early. (A command that
+   deliberately reads the rest of the shell's input can learn it: point 3.)
+3. A command runs inside this bash, so it can read its own nonce from bash's input and print a
+   mark with it (a forged end mark: the host then takes the command for done and sends the next
+   frame while it still runs). No channel bash reads is hidden from the command, so the forgery
+   is detected instead: once the command ends, the loop reads the first bytes not yet read as
+   its nonce, which are now part of the next frame, and prints a mark with them. An end mark
+   whose nonce is a piece of the frame the host sent, other than its nonce, is that telltale
+   (Outcome.forged): the shell raises ShellForgery and the episode is the agent's failure.
+   Caught whenever the command that forged a mark lets the loop take the next bytes; not caught:
+   a command that reads a later frame's header and payload itself (it imitates the loop) or
+   keeps the shell busy until it is killed (docs/sandbox.md).
+4. Unless the container was quiet after the last command (the host read from its cgroup that
    it held exactly the processes it had when its first shell started), the loop first prints a
    start mark on stderr (the newest pid): it tells a command that never ended from a shell
    killed before it read the command, and which processes a timeout must kill.
@@ -40,6 +48,11 @@ NONCE_BYTES = 16  # random bytes per command, sent as hex
 NONCE_CHARS = 2 * NONCE_BYTES
 LENGTH_DIGITS = 9  # a command's length in its frame's header; longer commands are refused
 
+# An end mark as the loop prints it, up to its exit code (0 to 255 from bash; 125 its own):
+# on stdout `\x1e<nonce>\x1d<code> `, on stderr `\x1e<nonce> <code> `. A frame holds only
+# printable ASCII, so a nonce read from one does too.
+_ANY_MARK = re.compile(rb"\x1e([\x20-\x7e]{%d})[\x1d ]\d{1,3} " % NONCE_CHARS)
+_ANY_MARK_SPAN = 1 + NONCE_CHARS + 1 + 3 + 1
 _NEEDS_ESCAPE = re.compile(rb"[^\x20-\x5b\x5d-\x7e]")
 _START_MARK = re.compile(rb"\x1fstart (\d+)\0")
 
@@ -107,13 +120,16 @@ _LOOP = r"""for ((;;)); do
     case ${__dt_open-} in 1) \__depthtui_end 0 "$-" ;; esac
     \builtin read -r -N HEADER_CHARS -u "$__dt_in" __dt_h ||
         { (( $? > 128 )) && continue; \builtin exit "${__dt_rc:-0}"; }  # (TMOUT; the end)
-    case ${__dt_h:LENGTH_DIGITS} in [13]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
+    case ${__dt_h:LENGTH_DIGITS} in [1357]) ;; *) \__depthtui_start ;; esac  # (bit 0: quiet)
     __dt_open=1
     \builtin read -r -N "${__dt_h:0:LENGTH_DIGITS}" -u "$__dt_in" __dt_c || \builtin exit 125
     case ${__dt_h:LENGTH_DIGITS} in [23]) \builtin printf -v __dt_c %b "$__dt_c" ;; esac
-    case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
-    \builtin eval "$__dt_c" 2>&1
-    __dt_rc=$? __dt_xv=$-END
+    case ${__dt_h:LENGTH_DIGITS} in
+    [4-7]) __dt_xv=$- ;;  # (bit 2: the host's probe: nothing runs, the last status stays)
+    *) case $__dt_rc$- in 0*|*e*) ;; *) \__depthtui_status "$__dt_rc" ;; esac
+        \builtin eval "$__dt_c" 2>&1
+        __dt_rc=$? __dt_xv=$- ;;
+    esacEND
 done; \__depthtui_end $? "$-"; \builtin eval "$__dt_loop"
 """
 _FUNCTIONS = r"""
@@ -174,24 +190,31 @@ for _name, _value in {
 SHELL_SOURCE = _FUNCTIONS.encode()
 
 
-def frame(payload: bytes, nonce: bytes, quiet: bool) -> bytes:
+def frame(payload: bytes, nonce: bytes, quiet: bool, probe: bool = False) -> bytes:
     """One command for the shell: a fixed-size header (the payload's length, then a flag: bit 0
     set when the container was quiet after the last command, so no start mark; bit 1 when the
-    payload holds an escape for `printf %b` to decode), the payload, the nonce.
+    payload holds an escape for `printf %b` to decode; bit 2 for the host's probe, which runs
+    nothing and only asks for an end mark), the payload, the nonce.
 
     The shell parses its command loop once (`__dt_loop`) and then takes each part with
     `read -N`, one read each: bash reads a pipe one byte per system call while it parses, so
     parsing a line per command cost more than anything else bash did for it. The nonce stays
     unread (and unseen) until the loop reads it once the command has finished."""
-    flag = quiet + 2 * (b"\\" in payload)
+    flag = quiet + 2 * (b"\\" in payload) + 4 * probe
     return b"%0*d%d%s%s" % (LENGTH_DIGITS, len(payload), flag, payload, nonce)
 
 
 class Outcome:
-    """What one command's stream produced, filled in as frames arrive."""
+    """What one command's stream produced, filled in as frames arrive. `sent` is the frame the
+    host sent for it: an end mark whose nonce is a piece of it is the loop's, after a forged
+    mark (`forged`)."""
 
-    def __init__(self, nonce: bytes) -> None:
+    def __init__(self, nonce: bytes, sent: bytes = b"") -> None:
         self.capture = BoundedCapture()
+        self.nonce = nonce
+        self.sent = sent
+        self.forged: bytes | None = None  # the piece of `sent` the loop took for its nonce
+        self._tail = {1: b"", 2: b""}  # per stream, an end mark's start cut off by a frame
         self.mark = b"\x1e" + nonce
         self.err_mark = self.mark + b" "
         self._carry = b""
@@ -209,7 +232,40 @@ class Outcome:
     def done(self) -> bool:
         return self.out_done and self.exit_code is not None
 
+    def _watch(self, stream: int, data: bytes) -> None:
+        """Look for the loop's end mark with a piece of this frame for its nonce. An honest
+        command does not print one: it would have to print the framing's separators around the
+        frame's header or its unread nonce, or around exactly 32 bytes of its own command, with
+        an exit code after them."""
+        tail = self._tail[stream]
+        if tail:
+            data = tail + data
+        elif b"\x1e" not in data:
+            return
+        for m in _ANY_MARK.finditer(data):
+            piece = m.group(1)
+            if piece != self.nonce and piece in self.sent:
+                self.forged = piece
+                return
+        at = data.rfind(b"\x1e", max(len(data) - _ANY_MARK_SPAN, 0))
+        self._tail[stream] = data[at:] if at >= 0 else b""
+
+    def forgery(self) -> str:
+        """What the loop's telltale says (the error detail of ShellForgery)."""
+        piece = (self.forged or b"").decode("ascii", "replace")
+        return (
+            "a command printed the shell's end mark itself (it read the nonce from the shell's "
+            f"input): the shell then read the next command's frame as its nonce ({piece!r}), "
+            "so that command never ran and the results reported since the forged mark are not "
+            "the commands'"
+        )
+
     def stdout(self, data: bytes) -> None:
+        if self.forged is None:
+            self._watch(1, data)
+        self._stdout(data)
+
+    def _stdout(self, data: bytes) -> None:
         if self.out_done:
             # Late output of a background process: it belongs to nobody; keep it with this call.
             self.capture.write(data)
@@ -239,7 +295,7 @@ class Outcome:
             self._carry = data[at:]
         else:  # not a mark of ours (the nonce is never followed by anything else)
             self.capture.write(data[at : at + 1])
-            self.stdout(data[at + 1 :])
+            self._stdout(data[at + 1 :])
 
     def _finish(self, code: bytes, cwd: bytes) -> None:
         self.exit_code = int(code) if code.strip().lstrip(b"-").isdigit() else -1
@@ -252,6 +308,8 @@ class Outcome:
     def stderr(self, data: bytes) -> None:
         # Only the end mark matters here; anything else on the shell's own stderr is bash talking
         # about the framing (set -v echoes, warnings), not the command's output.
+        if self.forged is None:
+            self._watch(2, data)
         if self.exit_code is not None:
             return
         self._err += data

@@ -18,7 +18,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,7 @@ import docker
 import docker.errors
 from docker.utils.json_stream import json_stream
 
-from engine.sandbox import build_proxy
+from engine.sandbox import build_errors, build_proxy
 from engine.sandbox.base import SandboxError
 from engine.sandbox.build_context import context_files, hash_entry, write_context
 from engine.sandbox.buildkit import to_classic
@@ -140,7 +140,10 @@ def build_image(
         write_context(context, files, text, extra)
         context.seek(0)
         buildargs = dict(proxy.proxies) if proxy is not None else {}
-        _run_build(client, context, tag, task, labels or {}, log, say, buildargs)
+        _run_build(
+            client, context, tag, task, labels or {}, log, say, buildargs,
+            proxy_on=proxy is not None, substituted=substituted,
+        )  # fmt: skip
     return ImageResult(tag=tag, built=True, warnings=tuple(warnings), log_path=log_path)
 
 
@@ -271,6 +274,9 @@ def _run_build(
     log: io.TextIOBase,
     say: Progress,
     buildargs: dict[str, str] | None = None,
+    *,
+    proxy_on: bool = False,
+    substituted: Sequence[str] = (),
 ) -> None:
     """POST /build and follow its stream into the log. The response is ours, so at the deadline
     its socket is shut down from a timer: the engine sees the client go and cancels the build,
@@ -343,16 +349,23 @@ def _run_build(
         log.write(f"ERROR: {error}\n")
     log.flush()
     if error:
-        tail = _tail(Path(log.name), LOG_TAIL_LINES)
-        detail = f"building the image of {task.id} failed (log: {log.name}):\n{tail}"
+        lines = Path(log.name).read_text(encoding="utf-8", errors="replace").splitlines()
+        tail = "\n".join(lines[-LOG_TAIL_LINES:])
+        step_failed = task_fault and not expired.is_set()
+        # The cause right after the first line (the tail ends with the failing command, which
+        # says where, not why; a long tail may be cut where the detail is stored).
+        why = build_errors.cause(lines, proxy_on=proxy_on, substituted=substituted)
+        head = [f"building the image of {task.id} failed (log: {log.name}):"]
+        if why:
+            head.append(build_errors.CAUSE + why)
+        if step_failed and not build_errors.deterministic(lines):
+            task_fault = False  # the network or a mirror: a later try may build
+        elif step_failed:
+            head.append(build_errors.NOT_RETRIED)
+        detail = "\n".join([*head, tail])
         if task_fault:
             _FAILED_BUILDS[tag] = (time.monotonic(), detail)
         raise SandboxError("build", detail)
-
-
-def _tail(path: Path, lines: int) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return "\n".join(text[-lines:])
 
 
 def _slug(task_id: str) -> str:

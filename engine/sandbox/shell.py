@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 
 from engine.sandbox import procs
-from engine.sandbox.base import CallResult, ExecResult, SandboxError
+from engine.sandbox.base import CallResult, ExecResult, SandboxError, ShellForgery
 from engine.sandbox.disk import DiskWatch
 from engine.sandbox.dockerapi import (
     STDERR,
@@ -51,6 +51,8 @@ STDOUT_LAG_S = 2.0
 # background process holding the output open hides the shell's death from the stream).
 LIVENESS_EVERY_S = 1.0
 READY_TIMEOUT_S = 30.0
+# How long the probe after a segment's last call may take (milliseconds unless a forger holds it).
+PROBE_TIMEOUT_S = 10.0
 _LISTING_MAX = 1 << 16  # a longer cgroup.procs is not a quiet container
 _MAX_NAMES = 8
 
@@ -238,6 +240,7 @@ class PersistentShell:
             self.start()
         self._ended_note = ""
         outcome, died = self._send(command, began + timeout)
+        self._check_forged(outcome)
         if died and outcome.last_pid is None:
             # The shell had ended before it read the command (a background `kill $$`, say):
             # nothing of the command ran, so it runs once in the replacement.
@@ -245,6 +248,7 @@ class PersistentShell:
             notes.append(f"before this command, {said}")
             restarted = True
             outcome, died = self._send(command, began + timeout)
+            self._check_forged(outcome)
 
         timed_out = False
         exit_code = outcome.exit_code
@@ -287,6 +291,7 @@ class PersistentShell:
             exit_code = None
             killed = self._kill_command(outcome.last_pid)
             died = self._pump(outcome, time.monotonic() + KILL_GRACE_S)
+            self._check_forged(outcome)
             what = f"the command timed out after {timeout:g} s; {_killed(killed)}"
             if outcome.exit_code is not None:
                 notes.append(
@@ -336,15 +341,16 @@ class PersistentShell:
         quiet, self._quiet = self._quiet, False
         self._began_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
         unsent = False
+        sent_frame = frame(encode_payload(command), nonce, quiet)
         try:
-            stream.send(frame(encode_payload(command), nonce, quiet), deadline)
+            stream.send(sent_frame, deadline)
             sent = True
         except SandboxError:
             sent = False
         except TimeoutError:
             sent, unsent = False, True
         # Built while the shell runs the command: nothing here is needed to send it.
-        outcome = Outcome(nonce)
+        outcome = Outcome(nonce, sent_frame)
         if quiet:
             # No process of the agent was left after the last command: nothing but this command
             # can end the shell now, and every process under the shell will be the command's.
@@ -363,7 +369,7 @@ class PersistentShell:
         assert stream is not None
         quiet_since = time.monotonic()
         stderr_done_at: float | None = None
-        while not outcome.done:
+        while not outcome.done and outcome.forged is None:
             now = time.monotonic()
             if now >= deadline:
                 return False
@@ -405,6 +411,38 @@ class PersistentShell:
             for kind, data in frames:
                 if kind == STDOUT:
                     outcome.stdout(data)
+
+    def probe(self, timeout: float = PROBE_TIMEOUT_S) -> None:
+        """After a segment's last call, a frame that runs nothing (framing.frame's probe: the
+        loop prints an end mark, `$?` and every trap untouched): the frame a forged mark on that
+        call needs to give itself away (ShellForgery). A shell that is gone is left alone; one
+        that does not answer is killed, and the next command's note says so."""
+        stream = self._stream
+        if stream is None:
+            return
+        nonce = secrets.token_hex(NONCE_BYTES).encode()
+        sent = frame(b"", nonce, quiet=True, probe=True)
+        outcome = Outcome(nonce, sent)
+        try:
+            stream.send(sent, time.monotonic() + timeout)
+            died = self._pump(outcome, time.monotonic() + timeout)
+        except (SandboxError, TimeoutError):
+            died = True
+        self._check_forged(outcome)
+        if outcome.exit_code is None and not outcome.out_done:
+            try:
+                if not died:
+                    self._kill_shell()
+            except SandboxError:
+                pass  # (the next command starts a new shell either way)
+            self.abandon("the shell did not answer the harness between segments")
+
+    def _check_forged(self, outcome: Outcome) -> None:
+        """The loop's telltale of a forged end mark came (framing.py): the shell is dropped,
+        nothing it reports can be trusted now."""
+        if outcome.forged is not None:
+            self._drop_stream()
+            raise ShellForgery(outcome.forgery())
 
     def _replace_after_death(self) -> tuple[int | None, str]:
         """Start a new shell after the old one ended; its exit status and what to tell."""

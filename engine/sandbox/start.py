@@ -104,7 +104,7 @@ def start_sandbox(
         init=True,
         binds=volumes or None,
     )
-    entrypoint = _image_entrypoint(client, image)
+    entrypoint = image_entrypoint(client, image)
     try:
         created = client.api.create_container(
             image,
@@ -138,10 +138,11 @@ def start_sandbox(
 # How long an image's ENTRYPOINT may take to reach `exec "$@"` (it may start a service first).
 ENTRYPOINT_WAIT_S = 30.0
 # Finds the running sleeper; the bracket keeps the search from finding its own command line.
-_FIND_SLEEPER = ["/bin/sh", "-c", "grep -l 'do slee[p] 86400' /proc/[0-9]*/cmdline 2>/dev/null"]
+FIND_SLEEPER = ["/bin/sh", "-c", "grep -l 'do slee[p] 86400' /proc/[0-9]*/cmdline 2>/dev/null"]
 
 
-def _image_entrypoint(client: docker.DockerClient, image: str) -> list[str]:
+def image_entrypoint(client: docker.DockerClient, image: str) -> list[str]:
+    """The image's own ENTRYPOINT ([] when it has none, or it is our sleeper)."""
     try:
         config = client.api.inspect_image(image).get("Config") or {}
     except docker.errors.ImageNotFound:
@@ -169,7 +170,7 @@ def _await_sleeper(sandbox: DockerSandbox, entrypoint: list[str]) -> None:
                 + (f"; it printed: {said}" if said else ""),
             )
         try:
-            found = sandbox.exec_root(_FIND_SLEEPER, timeout=10.0)
+            found = sandbox.exec_root(FIND_SLEEPER, timeout=10.0)
         except SandboxError:
             continue  # the container stopped meanwhile: the next look says how
         if found.exit_code == 0:

@@ -194,6 +194,13 @@ def environment(
                     f"{rel} line {line}: COPY {src} takes private {', '.join(leaked)} into the "
                     "agent's image"
                 )
+        entrypoint = _final_entrypoint(info)
+        if entrypoint is not None:
+            warnings.append(
+                f"{rel} line {entrypoint.line}: {SERVICES_NOTE} (ENTRYPOINT {entrypoint.args}): "
+                "what it starts is started again from the task's image for grading, and the "
+                "tests reach it over loopback and the /etc/hosts it writes"
+            )
     if image and dockerfile_mod.needs_substitute(image):
         warnings.append(
             f"docker_image {image} may need substituting (no registry reachable offline)"
@@ -225,6 +232,23 @@ def environment(
         info,
         warnings,
     )
+
+
+# Said at import of a task whose image has an ENTRYPOINT (engine/verify/services.py).
+SERVICES_NOTE = "graded beside its entrypoint's services"
+
+
+def _final_entrypoint(
+    info: dockerfile_mod.DockerfileInfo,
+) -> dockerfile_mod.Instruction | None:
+    """The final stage's ENTRYPOINT instruction, when the Dockerfile sets one."""
+    found = None
+    for ins in info.instructions:
+        if ins.keyword == "FROM":
+            found = None
+        elif ins.keyword == "ENTRYPOINT" and ins.args.strip() not in ("", "[]"):
+            found = ins
+    return found
 
 
 def _size_mb(env: Fields, key_mb: str, key_old: str, default: int | None) -> int | None:

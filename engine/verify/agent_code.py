@@ -119,11 +119,27 @@ class RiskReport:
         return any(e.in_process for e in self.evidence)
 
     def lines(self) -> tuple[str, ...]:
-        return tuple(str(e) for e in self.evidence)
+        """One line per finding, the same finding at several lines of a file given once with
+        all its line numbers; code that runs inside the test process first, since for a pytest
+        task it alone makes the verdict forgeable (a program the tests start does not)."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        inside: dict[tuple[str, str], bool] = {}
+        for e in self.evidence:
+            key = (e.file, e.detail)
+            groups.setdefault(key, [])
+            if e.line not in groups[key]:
+                groups[key].append(e.line)
+            inside[key] = inside.get(key, False) or e.in_process
+        order = sorted(groups, key=lambda key: not inside[key])  # stable: file order kept
+        return tuple(
+            f"{file}:{','.join(str(n) for n in groups[(file, detail)])}: {detail}"
+            for file, detail in order
+        )
 
     def summary(self, limit: int = 5) -> str:
-        shown = "; ".join(self.lines()[:limit])
-        more = len(self.evidence) - limit
+        lines = self.lines()
+        shown = "; ".join(lines[:limit])
+        more = len(lines) - limit
         return shown + (f"; and {more} more" if more > 0 else "")
 
 

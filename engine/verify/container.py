@@ -70,13 +70,16 @@ def run_once(
     stdin: bytes | None = None,
     labels: Mapping[str, str] | None = None,
     drop_all_caps: bool = True,
+    network_mode: str = "none",
 ) -> RunResult:
     """Run `argv` once in a new container of `image` with no network and the agent's limits;
-    raise SandboxError when Docker itself fails (never for what the command does)."""
+    raise SandboxError when Docker itself fails (never for what the command does).
+    `network_mode` "container:ID" joins the offline network namespace (loopback, /etc/hosts)
+    of a services container (services.py) instead."""
     api = client.api
     host_config = api.create_host_config(
         binds=[b.spec() for b in binds],
-        network_mode="none",
+        network_mode=network_mode,
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",
         nano_cpus=int(limits.cpus * 1e9),
@@ -99,7 +102,7 @@ def run_once(
             labels={LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
             stdin_open=stdin is not None,
             detach=stdin is None,
-            network_disabled=True,
+            network_disabled=network_mode == "none",
         )
     except docker.errors.DockerException as exc:
         raise SandboxError(

@@ -133,7 +133,8 @@ def grade_snapshot(
 def forgeable_mark(grades: Sequence[Grade]) -> dict[str, Any]:
     """The episode's mark: any segment graded on tests that ran agent code where it could forge
     the grade."""
-    evidence = [line for g in grades for line in g.forgeable]
+    # Each finding once, though every segment's tests may repeat it.
+    evidence = list(dict.fromkeys(line for g in grades for line in g.forgeable))
     # The line naming the agent's module or program first; "changes sys.path" says less.
     evidence.sort(key=lambda line: "sys.path" in line and "imports '" not in line)
     if not evidence:

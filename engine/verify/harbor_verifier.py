@@ -33,8 +33,9 @@ from engine.verify.agent_code import RiskReport, scan_python, scan_tests
 from engine.verify.container import Bind, RunResult, docker_client, run_once
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
-from engine.verify.rewards import RewardError, Rewards, gate_passes, parse_rewards
+from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
 from engine.verify.runner import RESULTS_DIR
+from engine.verify.services import entrypoint_services
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import TestResult, grade
 
@@ -61,6 +62,8 @@ class HarborSpec:
     # The task's own image (built before the agent ran): what test.sh's apt packages are
     # checked in. None: `image` (a library caller grading an image it trusts).
     task_image: str | None = None
+    # The task's [environment] env: what its ENTRYPOINT's services start with (services.py).
+    services_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class HarborVerdict:
     tests_passed: int = 0
     tests_total: int = 0
     inventory: tuple[str, ...] = ()
+    # Which reward key decided the gate, in words ("" on an error).
+    gate: str = ""
 
     @property
     def ok(self) -> bool:
@@ -107,6 +112,7 @@ def spec_for(task: Task, segment_idx: int, image: str, **overrides: object) -> H
         "env": dict(segment.verifier_env),
         "min_reward": segment.min_reward,
         "labels": {LABEL_TASK: task.id},
+        "services_env": dict(task.environment.env),
     }
     values.update(overrides)
     return HarborSpec(**values)
@@ -201,7 +207,16 @@ def run_harbor_verifier(
             if missing_apt:
                 return _error("needs_network", missing_apt, changes=changes, risk=risk.lines())
         image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
-        with staged_tests(tests, executable=["test.sh"]) as tests_dir:
+        with (
+            staged_tests(tests, executable=["test.sh"]) as tests_dir,
+            entrypoint_services(
+                client,
+                spec.task_image,
+                env=spec.services_env,
+                limits=spec.limits,
+                labels=spec.labels,
+            ) as network_mode,
+        ):
             run = run_once(
                 client,
                 image=spec.image,
@@ -220,6 +235,8 @@ def run_harbor_verifier(
                 timeout_s=spec.timeout_s,
                 labels=spec.labels,
                 drop_all_caps=False,
+                # Beside what the task image's ENTRYPOINT started, when it has one.
+                network_mode=network_mode,
             )
         verdict = _judge(spec, run, logs, changes, risk, tc)
         if not rewrite.runs_pytest:
@@ -328,7 +345,10 @@ def _judge(
         )
     except RewardError as exc:
         return _error("no_reward", str(exc), **common)
-    return HarborVerdict(rewards=rewards, passed=gate_passes(rewards, spec.min_reward), **common)
+    passed, gate = gate_decision(rewards, spec.min_reward)
+    # The decision is said where the verifier's output is kept, after what test.sh printed.
+    common["output"] = f"{tail}\n[depthtui] {'passed' if passed else 'failed'}: {gate}".lstrip("\n")
+    return HarborVerdict(rewards=rewards, passed=passed, gate=gate, **common)
 
 
 def _missing_apt(client: docker.DockerClient, spec: HarborSpec, packages: Sequence[str]) -> str:

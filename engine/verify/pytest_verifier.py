@@ -86,14 +86,9 @@ def run_pytest_verifier(
     forgeable (that code could reach the runner and forge its record); `risk` names the evidence.
     Never raises for what happens in the container; Docker or toolchain trouble is a verdict
     with error_kind "verifier" too."""
+    # The tests' own conftest.py files are task code and load (mounted read-only at /tests);
+    # the runner refuses any other, which the agent could have written (runner.py).
     python_files = {n: p for n, p in spec.tests.items() if n.endswith(".py")}
-    conftests = sorted(n for n in python_files if PurePosixPath(n).name == "conftest.py")
-    if conftests:
-        return failed_closed(
-            "conftest",
-            f"the tests ship {', '.join(conftests)}, which the trusted runner never loads "
-            "(--noconftest); their fixtures would be missing",
-        )
     try:
         # Only Python files run here (a test.sh beside them is Harbor's and is not run).
         risk = scan_tests(python_files, home=spec.home, workdir=spec.workdir)

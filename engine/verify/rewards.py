@@ -67,15 +67,41 @@ def _parse_txt(data: bytes) -> Rewards:
 def gate_passes(
     rewards: Mapping[str, float] | None, min_reward: float | Mapping[str, float] | None
 ) -> bool:
-    """Harbor's min_reward gate: a float gates the 'reward' key, a table gates each of its keys,
-    and a missing result (or key) counts as -inf. Without min_reward, depthtui's own pass rule
-    applies: 'reward' >= 1.0."""
-    got = rewards or {}
+    """Harbor's min_reward gate (gate_decision says which key decided)."""
+    return gate_decision(rewards, min_reward)[0]
+
+
+def gate_decision(
+    rewards: Mapping[str, float] | None, min_reward: float | Mapping[str, float] | None
+) -> tuple[bool, str]:
+    """Whether a step passes, and which key decided, in words.
+
+    Harbor's min_reward gate: a float gates the 'reward' key, a table gates each of its keys
+    (all must hold), and a missing result (or key) counts as -inf. Without min_reward, depthtui
+    asks for full reward: the 'reward' key at least 1.0 when the result has one; a result of
+    several keys and no 'reward' (`{"correctness": 1.0, "performance": 1.0}`) is read as
+    Harbor reads a min_reward table, every key at least 1.0 (issue 25)."""
+    got = dict(rewards or {})
     if min_reward is None:
-        return got.get("reward", -math.inf) >= DEFAULT_PASS_REWARD
-    if isinstance(min_reward, Mapping):
-        return all(got.get(key, -math.inf) >= float(low) for key, low in min_reward.items())
-    return got.get("reward", -math.inf) >= float(min_reward)
+        if "reward" in got or not got:
+            gates = {"reward": DEFAULT_PASS_REWARD}
+            rule = "no min_reward: 'reward' must be at least 1"
+        else:
+            gates = dict.fromkeys(got, DEFAULT_PASS_REWARD)
+            rule = "no min_reward and no 'reward' key: every key must be at least 1"
+    elif isinstance(min_reward, Mapping):
+        gates = {str(k): float(v) for k, v in min_reward.items()}
+        rule = "min_reward table: every key must meet its threshold"
+    else:
+        gates = {"reward": float(min_reward)}
+        rule = f"min_reward {float(min_reward):g} gates 'reward'"
+    failing = [k for k, low in gates.items() if got.get(k, -math.inf) < low]
+    if failing:
+        key = failing[0]
+        value = f"{got[key]:g}" if key in got else "missing"
+        return False, f"{rule}; '{key}' is {value} < {gates[key]:g}"
+    keys = ", ".join(f"'{k}' {got[k]:g}" for k in gates)
+    return True, f"{rule}; {keys}"
 
 
 def combine_steps(steps: Sequence[Mapping[str, float] | None], strategy: str) -> Rewards:

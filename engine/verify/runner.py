@@ -156,7 +156,9 @@ def _use_toolchain_packages() -> None:
 
 def _isolation_args(rootdir: str) -> list[str]:
     """No ini file, conftest or cache from anywhere the agent could write: the tests' own
-    pytest.ini when they ship one, else an empty config, and an explicit rootdir."""
+    pytest.ini when they ship one, else an empty config, an explicit rootdir, and conftest
+    files from the tests' own folder only (no parent of it; _guard_conftests refuses the
+    rest)."""
     own = os.path.join(rootdir, "pytest.ini")
     config = own if os.path.isfile(own) else os.devnull
     return [
@@ -164,12 +166,57 @@ def _isolation_args(rootdir: str) -> list[str]:
         config,
         "--rootdir",
         rootdir,
+        "--confcutdir",
+        rootdir,
         "-p",
         "no:cacheprovider",
-        "--noconftest",
         "-p",
         "pytest_timeout",
     ]
+
+
+# The host mounts the task's tests here read-only: the only conftest files that are task code.
+TESTS_ROOT = "/tests"
+
+
+# conftest.py files outside the tests that pytest asked for and was refused, in order.
+REFUSED_CONFTESTS: list[str] = []
+
+
+def _say_refused(tests_root: str = TESTS_ROOT) -> None:
+    for path in REFUSED_CONFTESTS:
+        print(
+            f"depthtui-runner: {path} is not the task's (outside {tests_root}); not loaded",
+            file=sys.stderr,
+        )
+
+
+def _guard_conftests(tests_root: str = TESTS_ROOT) -> None:
+    """Load a conftest.py only from the task's own tests (the read-only mount at `tests_root`,
+    which the agent never reached); one anywhere else (the agent's home or workdir, "/") could
+    be the agent's and is never imported: pytest sees an empty module in its place, so its
+    fixtures and hooks are simply absent (said on stderr). Wraps pytest's own importer, which
+    every conftest passes through whatever the import mode (pytest 7.2, the toolchain's)."""
+    from _pytest.config import PytestPluginManager
+
+    original = PytestPluginManager._importconftest
+    if getattr(original, "_depthtui_guard", False):
+        return
+    root = os.path.realpath(tests_root)
+
+    def guarded(self, conftestpath, *args, **kwargs):  # type: ignore[no-untyped-def]
+        real = os.path.realpath(str(conftestpath))
+        if real == root or real.startswith(root + os.sep):
+            return original(self, conftestpath, *args, **kwargs)
+        import types
+
+        # Said once pytest is done (_say_refused): while it runs, it captures stderr.
+        if str(conftestpath) not in REFUSED_CONFTESTS:
+            REFUSED_CONFTESTS.append(str(conftestpath))
+        return types.ModuleType("depthtui_refused_conftest")
+
+    guarded._depthtui_guard = True  # type: ignore[attr-defined]
+    PytestPluginManager._importconftest = guarded  # type: ignore[method-assign]
 
 
 def _pytest_args(rootdir: str, timeout: float, paths: list[str]) -> list[str]:
@@ -234,9 +281,11 @@ def run_signed(argv: list[str]) -> int:
         import pytest
 
         record["pytest"] = pytest.__version__
+        _guard_conftests(args.rootdir)
         paths = args.paths or [args.rootdir]
         status = pytest.main(_pytest_args(args.rootdir, args.timeout, paths), plugins=[collector])
         record["exitstatus"] = int(status)
+        _say_refused(args.rootdir)
     except BaseException as exc:
         record["exitstatus"] = None
         record["internal_error"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
@@ -244,6 +293,7 @@ def run_signed(argv: list[str]) -> int:
         collected=collector.collected,
         collect_errors=collector.collect_errors,
         tests=[{"nodeid": k, **v} for k, v in collector.tests.items()],
+        refused_conftests=REFUSED_CONFTESTS[:20],
         python=sys.version.split()[0],
         dumpable=0,
     )
@@ -260,6 +310,7 @@ def run_plain(argv: list[str]) -> int:
     import pytest
 
     plugins = ["-p", CTRF_PLUGIN] if importlib.util.find_spec("ctrf") is not None else []
+    _guard_conftests()
     collector = Collector()
     record: dict = {"v": RECORD_VERSION, "argv": argv[:50], "internal_error": None}
     status = 3
@@ -272,6 +323,7 @@ def run_plain(argv: list[str]) -> int:
             )
         )
         record["exitstatus"] = status
+        _say_refused()
     except BaseException as exc:
         record["exitstatus"] = None
         record["internal_error"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
