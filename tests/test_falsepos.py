@@ -97,7 +97,8 @@ def _episode(db, agent: str) -> int:
 
 def test_validate_keeps_the_reference_output_and_the_mutation_it_misses(store) -> None:
     validated = store["validated"]
-    assert validated.returncode == 0, validated.stderr[-3000:]
+    # The task is invalid (its tests accept m3): validate says so and exits 1.
+    assert validated.returncode == 1 and validated.stdout, validated.stderr[-3000:]
     (row,) = validated.json()
     assert row["valid"] is False and "grader_accepts_mutation" in row["flags"], row
     contract = rows(store["db"], "SELECT detail_json FROM contracts")[0]
@@ -133,7 +134,7 @@ def test_a_wrong_pass_is_queued_with_a_differential_and_a_mutation_reason(store)
 def test_validate_and_report_show_each_mutation_and_the_suspects(store) -> None:
     db = store["db"]
     table = run_cli(["validate", str(TASK)], db)  # the finished job's runs are reused
-    assert table.returncode == 0, table.stderr[-2000:]
+    assert table.returncode == 1, table.stderr[-2000:]  # the task is invalid
     assert "m3 ACCEPTED" in table.stdout and "m1 caught" in table.stdout, table.stdout
     (row,) = run_cli(["validate", str(TASK), "--json"], db).json()
     assert row["mutations"] == {
