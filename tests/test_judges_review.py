@@ -121,3 +121,35 @@ def test_task_detail_shows_the_judges_findings_as_theirs() -> None:
     assert "their words, not a verdict" in shown
     assert "answer_exposed" in shown and "environment/Dockerfile:3" in shown
     assert "1 finding(s) dropped" in shown and shown.count("answer_exposed") == 1
+
+
+LEAKY = ROOT / "tests" / "fixtures" / "falsepos" / "leaky-answer"
+
+
+def leak_judge(body: dict[str, Any]) -> ScriptedReply:
+    """Cites the environment's line that writes the answer, as the user message numbers it."""
+    shown = body["messages"][1]["content"]
+    section = shown.split("=== environment/Dockerfile ")[1].split("\n=== ")[0]
+    line = next(int(m.group(1)) for m in re.finditer(r"^ *(\d+)\| (.*)$", section, re.M)
+                if ".expected_total" in m.group(2))  # fmt: skip
+    finding = {
+        "category": "answer_exposed",
+        "file": "environment/Dockerfile",
+        "line": line,
+        "quote": "echo 12 > /home/user/.expected_total",
+        "says": "the answer is in the home",
+    }
+    return text(json.dumps({"findings": [finding]}))
+
+
+def test_review_reads_the_environment_and_cites_a_leaked_answer(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with ScriptedServer(endless(leak_judge), models=("judge-model",)) as server:
+        models = write_models(tmp_path / "models.toml", server, {"judge": "judge-model"})
+        done = run_cli(["review", str(LEAKY), "-m", "judge", "--models", str(models), "--json"], db)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = done.json()
+    (finding,) = row["findings"]
+    assert (finding["category"], finding["file"]) == ("answer_exposed", "environment/Dockerfile")
+    dockerfile = (LEAKY / "environment" / "Dockerfile").read_text().splitlines()
+    assert ".expected_total" in dockerfile[finding["line"] - 1] and row["dropped"] == []
