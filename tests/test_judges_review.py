@@ -153,3 +153,39 @@ def test_review_reads_the_environment_and_cites_a_leaked_answer(tmp_path: Path) 
     assert (finding["category"], finding["file"]) == ("answer_exposed", "environment/Dockerfile")
     dockerfile = (LEAKY / "environment" / "Dockerfile").read_text().splitlines()
     assert ".expected_total" in dockerfile[finding["line"] - 1] and row["dropped"] == []
+
+
+def test_a_long_transcript_is_cut_and_findings_on_unshown_turns_say_so(tmp_path: Path) -> None:
+    from engine.judges import analyze
+    from store.db import Store, now
+
+    store = Store(tmp_path / "t.db")
+    with store.tx() as conn:
+        eid = conn.execute(
+            "INSERT INTO episodes (run_key, task_id, task_hash, mode, agent, status, outcome, "
+            "passed, started_at) VALUES ('k', 't/x', 'h', 'free', 'm', 'done', 'pass', 1, ?)",
+            (now(),),
+        ).lastrowid
+        for i in range(1, 400):
+            conn.execute(
+                "INSERT INTO turns (episode_id, idx, text, created_at) VALUES (?, ?, ?, ?)",
+                (eid, i, f"turn {i} " + "x" * 1000, now()),
+            )
+    tr = analyze.transcript(store.conn, eid)
+    store.close()
+    assert tr is not None and len(tr.text) < analyze.TEXT_MAX + 5000
+    assert "are not shown: the transcript is too long" in tr.text
+    cut = max(tr.turns) + 1
+    checked = analyze.check(
+        [
+            {"category": "tests_read", "turn": 3, "quote": "turn 3 xx"},
+            {"category": "tests_read", "turn": cut},
+            {"category": "tests_read", "turn": 900},
+        ],
+        tr,
+    )
+    assert [f["turn"] for f in checked.kept] == [3]
+    assert [d["dropped"] for d in checked.dropped] == [
+        f"cites turn {cut}, which the judge was not shown (the transcript was cut)",
+        "cites turn 900, which the episode does not have (399 turns)",
+    ]

@@ -23,6 +23,7 @@ CATEGORIES = (
 PROMPT_FILE = "analyze.md"
 OUTPUT_CHARS = 1500  # of each call's output, shown to the judge
 EVENTS_MAX = 20  # oracle events shown per turn
+TEXT_MAX = 200_000  # characters of turns sent; a finding may cite only a turn that was sent
 
 
 def prompt_text() -> str:
@@ -34,6 +35,7 @@ class Transcript:
     task_id: str
     text: str
     turns: dict[int, str] = field(default_factory=dict)  # turn -> everything shown of it
+    all_turns: frozenset[int] = frozenset()  # the episode's turns, shown or not
 
 
 def transcript(conn: sqlite3.Connection, episode_id: int) -> Transcript | None:
@@ -69,12 +71,20 @@ def transcript(conn: sqlite3.Connection, episode_id: int) -> Transcript | None:
     for turn, lines in events.items():
         if turn:
             turns.setdefault(turn, []).extend(lines)
-    shown = {t: "\n".join(lines) for t, lines in sorted(turns.items())}
     parts = [f"episode {episode_id} of task {task_id}; graded: {outcome}"]
-    parts += [f"=== turn {t} ===\n{body}" for t, body in shown.items()]
+    shown: dict[int, str] = {}
+    size = 0
+    for t, lines in sorted(turns.items()):
+        body = "\n".join(lines)
+        size += len(body)
+        if size > TEXT_MAX:  # the judge's context is bounded: later turns are left out, said so
+            parts.append(f"(turns {t} to {max(turns)} are not shown: the transcript is too long)")
+            break
+        shown[t] = body
+        parts.append(f"=== turn {t} ===\n{body}")
     if events.get(0):
         parts.append("=== at the final check ===\n" + "\n".join(events[0]))
-    return Transcript(task_id, "\n\n".join(parts), shown)
+    return Transcript(task_id, "\n\n".join(parts), shown, frozenset(turns))
 
 
 def check(findings: list[dict[str, Any]], tr: Transcript) -> Checked:
@@ -101,8 +111,10 @@ def _why_not(f: dict[str, Any], tr: Transcript) -> str | None:
     turn = f.get("turn")
     if not isinstance(turn, int) or isinstance(turn, bool):
         return f"turn {turn!r} is not a turn number"
+    if turn in tr.all_turns and turn not in tr.turns:
+        return f"cites turn {turn}, which the judge was not shown (the transcript was cut)"
     if turn not in tr.turns:
-        return f"cites turn {turn}, which the episode does not have ({len(tr.turns)} turns)"
+        return f"cites turn {turn}, which the episode does not have ({len(tr.all_turns)} turns)"
     quote = normalised(f.get("quote") or "")
     if quote and quote not in normalised(tr.turns[turn]):
         return f"quotes {f.get('quote')!r}, which is not in turn {turn}"
