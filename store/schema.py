@@ -420,6 +420,48 @@ UPDATE episodes SET cached_tokens = (
 ALTER TABLE episodes ADD COLUMN priced INTEGER;
 """
 
+V_FALSEPOS = """
+-- Verifier false positives (docs/verifier.md): each graded output's final state as the harness
+-- recorded it at the final check ({path: {sha256, size, text?} | {absent: true}}), compared with
+-- the reference's (the contract's detail.graded_outputs); NULL when not recorded.
+ALTER TABLE episodes ADD COLUMN graded_outputs_json TEXT;
+-- A judge model's review of a task (`depthtui review`): one per task version, judge and prompt.
+CREATE TABLE reviews (
+    id INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    task_hash TEXT NOT NULL,
+    judge TEXT NOT NULL,               -- the registry name
+    model_id TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,         -- sha256 of prompts/review.md as sent
+    seed INTEGER,
+    status TEXT NOT NULL,              -- done | infra_error | too_long (no reply)
+    error TEXT,
+    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept: {category, file, line, quote, says}
+    dropped_json TEXT NOT NULL DEFAULT '[]',   -- findings dropped, each with why
+    reply TEXT NOT NULL DEFAULT '',
+    cost_usd REAL NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (task_id, task_hash, judge, prompt_hash)
+);
+-- A judge model's reward-hacking review of an episode (`depthtui analyze`).
+CREATE TABLE analyses (
+    id INTEGER PRIMARY KEY,
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    judge TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    seed INTEGER,
+    status TEXT NOT NULL,              -- done | infra_error | too_long (no reply)
+    error TEXT,
+    findings_json TEXT NOT NULL DEFAULT '[]',  -- kept: {category, turn, quote, says}
+    dropped_json TEXT NOT NULL DEFAULT '[]',
+    reply TEXT NOT NULL DEFAULT '',
+    cost_usd REAL NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (episode_id, judge, prompt_hash)
+);
+"""
+
 MIGRATIONS: list[str] = [
     V1_CORE,
     V2_SEARCH,
@@ -429,5 +471,6 @@ MIGRATIONS: list[str] = [
     V_ORACLE,
     V_ROUNDTRIP,
     V_LOOP,
+    V_FALSEPOS,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

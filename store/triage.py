@@ -2,11 +2,15 @@
 
 Two queues:
 - `collateral`: episodes where the safety oracle latched collateral damage.
-- `false_positive`: suspected verifier false positives, for three reasons:
+- `false_positive`: suspected verifier false positives, for these reasons:
   the tests passed while the injected fault was not cleared; the task's contract says the grader
   accepts mutated output (flag FLAG_GRADER_ACCEPTS, from validate's mutation audit: every passing
-  run of the task, each reason naming the mutation m1-m3 and the file); a replay whose
-  verdict disagrees with the episode it replays (`spec_json.replay_of` names that episode).
+  run of the task, each reason naming the mutation m1-m3 and the file); a pass whose graded
+  outputs differ from the reference's (`differential: PATH ...`, store/differential.py); a
+  judge model's reward-hacking finding on a passing run (`judge_analyze: the judge J says ...`,
+  `depthtui analyze`: the judge's words, not a verdict); a
+  replay whose verdict disagrees with the episode it replays (`spec_json.replay_of` names that
+  episode).
 
 A label is one of LABELS plus a free-text note, one per (episode, queue).
 
@@ -20,7 +24,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from store import vocab
+from store import differential, vocab
 from store.db import Store, now
 from store.episode_views import outcome
 
@@ -109,6 +113,10 @@ def _false_positive_reasons(conn: sqlite3.Connection) -> dict[int, list[str]]:
             list(accepted),
         ):
             reasons.setdefault(ep, []).extend(accepted[task_id])
+    for ep, why in _differential_reasons(conn):
+        reasons.setdefault(ep, []).append(why)
+    for ep, why in _judge_reasons(conn):
+        reasons.setdefault(ep, []).append(why)
     for ep, original, replay_outcome, original_outcome in conn.execute(
         f"""
         SELECT r.id, o.id, r.outcome, o.outcome FROM episodes r
@@ -159,6 +167,71 @@ def _accepted_mutations(conn: sqlite3.Connection) -> dict[str, list[str]]:
             if not kinds:
                 mine.append(f"the tests accept wrong output in {path}: {result.get('why', '')}")
         out[task_id] = mine or ["the contract says the grader accepts mutated output"]
+    return out
+
+
+def _differential_reasons(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(episode, reason) for each passing run whose graded outputs differ from the reference's
+    (store/differential.py), on the task version its contract was validated on."""
+    import json
+
+    refs: dict[str, dict] = {}
+    for task_id, detail_json in conn.execute(
+        "SELECT task_id, detail_json FROM contracts "
+        "WHERE json_extract(detail_json, '$.graded_outputs') IS NOT NULL"
+    ):
+        try:
+            refs[task_id] = json.loads(detail_json)["graded_outputs"] or {}
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not refs:
+        return []
+    out = []
+    for ep, task_id, outputs_json, changes_json in conn.execute(
+        "SELECT e.id, e.task_id, e.graded_outputs_json, e.final_changes_json FROM episodes e "
+        "JOIN contracts c ON c.task_id = e.task_id AND c.task_hash = e.task_hash "
+        "WHERE e.outcome = 'pass' AND e.status = 'done' AND e.mode != 'validate' "
+        "AND e.graded_outputs_json IS NOT NULL ORDER BY e.id"
+    ):
+        reference = refs.get(task_id)
+        if not reference:
+            continue
+        try:
+            outputs = json.loads(outputs_json) or {}
+            changes = json.loads(changes_json or "{}") or {}
+        except ValueError:
+            continue
+        out.extend((ep, why) for why in differential.compare(reference, outputs, changes))
+    return out
+
+
+JUDGE_ANALYZE = "judge_analyze"
+
+
+def _judge_reasons(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(episode, reason) per finding of a judge's reward-hacking analysis of a passing run
+    (`depthtui analyze`), in the judge's words and said to be the judge's."""
+    import json
+
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'analyses'"
+    ).fetchone():
+        return []
+    out = []
+    for ep, judge, findings_json in conn.execute(
+        "SELECT a.episode_id, a.judge, a.findings_json FROM analyses a "
+        "JOIN episodes e ON e.id = a.episode_id "
+        "WHERE a.status = 'done' AND e.outcome = 'pass' AND e.status = 'done' "
+        "AND e.mode != 'validate' ORDER BY a.episode_id, a.id"
+    ):
+        for f in json.loads(findings_json or "[]"):
+            out.append(
+                (
+                    ep,
+                    f"{JUDGE_ANALYZE}: the judge {judge} says {f.get('category')} at turn "
+                    f"{f.get('turn')}: {str(f.get('says') or '')[:200]}",
+                )
+            )
     return out
 
 

@@ -170,8 +170,33 @@ def print_report(report: Report, json_out: bool) -> None:
             f"{state}.",
             highlight=False,
         )
-    if not (measured or report.models or report.safety or report.checks):
+    if report.verifier:
+        print_verifier_audit(report.verifier)
+    if not (measured or report.models or report.safety or report.checks or report.verifier):
         console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
+
+
+def print_verifier_audit(rows: tuple[Any, ...]) -> None:
+    """Per validated task: each graded file's m1-m4 (m1-m3 must be caught), the passing runs
+    suspected of being false positives and why, the judges' findings (their words, not ours)."""
+    from rich.markup import escape
+
+    from engine.analysis.verifier_audit import mutations_text
+
+    table = Table(title="Verifier audit (validate, triage, review)", title_justify="left")
+    for col in ("task", "mutations per graded file", "suspect passes", "judge findings"):
+        table.add_column(col)
+    for r in rows:
+        muts = escape(mutations_text(r.mutations)).replace("ACCEPTED", "[bold red]ACCEPTED[/]")
+        why = ", ".join(f"{k} {n}" for k, n in r.suspects_by_reason.items())
+        said = ", ".join(f"{k} {n}" for k, n in r.review_findings.items())
+        table.add_row(
+            escape(r.task),
+            muts or "[dim]no graded file[/]",
+            f"{r.suspects}" + (f" ({why})" if why else ""),
+            (f"the judge says: {said}" if said else "[dim]-[/]"),
+        )
+    console.print(table)
 
 
 def print_search_estimates(rows: tuple[SearchEstimate, ...]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from depthtui.commands.common import console, print_json
@@ -180,14 +181,21 @@ def _mark(value: bool | None, yes: str, no: str) -> str:
 
 
 def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
+    from engine.analysis.verifier_audit import mutation_cells
     from engine.protocol.validate import NO_REFERENCE as NOT_VALIDATED
+    from store import judgements, reports
     from store import protocol as sp
-    from store import reports
 
     tasks = {t["id"]: t for t in reports.tasks(store.conn, task_ids)}
     rows = []
     for task_id in task_ids:
         contract = sp.get_contract(store, task_id)
+        # What judge models said of the task (`depthtui review`): their words.
+        review = [
+            {"judge": r["judge"], "findings": r["findings"], "dropped": len(r["dropped"])}
+            for r in judgements.reviews(store, task_id)
+            if r["status"] == "done"
+        ]
         if contract is None:
             no_reference = task_id in tasks and tasks[task_id]["work"] is None
             why = NOT_VALIDATED if no_reference else "not validated (the run stopped)"
@@ -198,6 +206,7 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                     "reasons": [why],
                     "fault_families": [],
                     "flags": [],
+                    "review": review,
                 }
             )
             continue
@@ -214,6 +223,14 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
                 "tests": len(contract["tests"]),
                 "permitted": contract["permitted"],
                 "families_detail": contract["detail"].get("fault_families", {}),
+                # Per graded file, what m1-m4 did (m1-m3 must be caught; docs/verifier.md).
+                "mutations": mutation_cells(contract["detail"]),
+                # Per graded file, the expected-differences rule differential grading uses.
+                "graded_outputs": {
+                    p: o.get("rule")
+                    for p, o in (contract["detail"].get("graded_outputs") or {}).items()
+                },
+                "review": review,
             }
         )
     return rows
@@ -221,12 +238,14 @@ def validate_rows(store: Store, task_ids: list[str]) -> list[dict[str, Any]]:
 
 def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[dict[str, Any]]:
     """Print the job's validate rows (a table, or JSON) and return them."""
+    from engine.analysis.verifier_audit import mutations_text
+
     rows = validate_rows(store, _job_tasks(store, job_id))
     if json_out:
         print_json(rows)
         return rows
     table = Table(title=f"validate (job {job_id})", title_justify="left")
-    for col in ("task", "valid", "tests", "fault families", "reasons"):
+    for col in ("task", "valid", "tests", "fault families", "mutations", "reasons"):
         table.add_column(col)
     for r in rows:
         valid = (
@@ -244,13 +263,28 @@ def print_validate_results(store: Store, job_id: int, json_out: bool) -> list[di
             valid,
             tests,
             _families_cell(r),
+            escape(mutations_text(r.get("mutations") or {})).replace(
+                "ACCEPTED", "[bold red]ACCEPTED[/]"
+            ),
             "; ".join([*r["reasons"], *(f"[yellow]note:[/] {n}" for n in r.get("notes", []))])
-            or "",
+            + _review_note(r),
         )
     console.print(table)
     good = sum(1 for r in rows if r["valid"])
     console.print(f"{good}/{len(rows)} task(s) valid.", highlight=False)
     return rows
+
+
+def _review_note(row: dict[str, Any]) -> str:
+    """The judges' findings, said as theirs (`depthtui review`)."""
+    said = [
+        f"{f['category']} at {f['file']}:{f['line']}"
+        for r in row.get("review") or []
+        for f in r["findings"]
+    ]
+    if not said:
+        return ""
+    return "\n[dim]the judge says: " + escape("; ".join(said[:5])) + "[/]"
 
 
 def _families_cell(row: dict[str, Any]) -> str:

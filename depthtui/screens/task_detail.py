@@ -32,6 +32,7 @@ from depthtui.widgets.messages import Launch, OpenEpisode
 from depthtui.widgets.sanitize import block, one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
 from store import views, vocab
+from store.judgements import reviews as judged_reviews
 from store.protocol import get_contract
 
 
@@ -154,6 +155,36 @@ def mutation_view(rows: list[tuple[str, dict[str, str]]]) -> RenderableType:
     for path, results in rows:
         cells = [Text(r, style=style.get(r, "")) for r in results.values()]
         table.add_row(safe_text(path, 300), *cells)
+    return table
+
+
+def review_view(reviews: list[dict[str, Any]]) -> RenderableType:
+    """The judges' findings on this task (`depthtui review`): the judge's words, never a
+    verdict; each finding at the file:line depthtui checked exists."""
+    table = Table(
+        box=None,
+        header_style="dim",
+        title="what judge models say about this task (their words, not a verdict)",
+        title_justify="left",
+    )
+    for col in ("judge", "category", "at", "the judge says"):
+        table.add_column(col)
+    for r in reviews:
+        if r.get("status") != "done":
+            continue
+        for f in r.get("findings") or []:
+            table.add_row(
+                safe_text(str(r.get("judge")), 80),
+                safe_text(str(f.get("category")), 80, "yellow"),
+                safe_text(f"{f.get('file')}:{f.get('line')}", 200),
+                safe_text(str(f.get("says") or ""), 400),
+            )
+        if not r.get("findings"):
+            table.add_row(safe_text(str(r.get("judge")), 80), Text("no finding", style="dim"))
+        if r.get("dropped"):
+            table.add_row(
+                "", Text(f"{len(r['dropped'])} finding(s) dropped: evidence not found", style="dim")
+            )
     return table
 
 
@@ -298,8 +329,9 @@ class TaskDetailScreen(DataScreen):
             stored = get_contract(conn, self.task_id)
             created = reference_created(stored)
             mutated = mutation_results(stored)
+            reviews = judged_reviews(conn, self.task_id)
         figures = next((t for t in app.report()["tasks"] if t["id"] == self.task_id), None)
-        self.deliver(self._show, detail, grid, episodes, figures, created, mutated)
+        self.deliver(self._show, detail, grid, episodes, figures, created, mutated, reviews)
 
     def _show(
         self,
@@ -309,6 +341,7 @@ class TaskDetailScreen(DataScreen):
         figures: dict[str, Any] | None = None,
         created: tuple[str, ...] = (),
         mutated: list[tuple[str, dict[str, str]]] | None = None,
+        reviews: list[dict[str, Any]] | None = None,
     ) -> None:
         if detail is None:
             self.query_one("#task-title", Static).update(
@@ -333,7 +366,10 @@ class TaskDetailScreen(DataScreen):
             self.query_one("#instruction", Markdown).update(instruction_markdown(detail))
             self.query_one("#solution", Static).update(solution_view(detail))
             self.query_one("#tests", Static).update(tests_view(detail))
-        self.query_one("#contract", Static).update(contract_view(detail, created, mutated))
+        shown = contract_view(detail, created, mutated)
+        if reviews:
+            shown = Group(shown, Text(""), review_view(reviews))
+        self.query_one("#contract", Static).update(shown)
         self.mark_loaded()
 
     @on(DataTable.RowSelected, "#task-episodes")

@@ -31,8 +31,9 @@ QUEUE_HOLDS = {
     "collateral": "episodes whose oracle latched collateral damage: a change outside the "
     "task's permitted changes (a planted personal file touched, an input replaced)",
     "false_positive": "episodes whose verdict is suspect: tests passed while the fault was not "
-    "cleared, a task whose grader accepts mutated output (its contract says so), or a replay "
-    "that disagrees with the recorded verdict",
+    "cleared, a task whose grader accepts mutated output (its contract says so), graded outputs "
+    "that differ from the reference's (differential), a judge's reward-hacking finding "
+    "(judge_analyze: the judge's words), or a replay that disagrees with the recorded verdict",
 }
 FILTER_KEYS = ("label", "model", "fault", "task")
 

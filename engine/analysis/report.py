@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.analysis import depth_figures as depth
 from engine.analysis import run_rates as rates
+from engine.analysis import verifier_audit
 from engine.analysis.report_rows import (
     DatasetRow,
     Forgeable,
@@ -71,6 +72,7 @@ def build(
                 if r["task_id"] in wanted and (model is None or r["agent"] == model)
             ]
         ),
+        verifier=verifier_audit.rows(conn, wanted),
     )
 
 

@@ -224,3 +224,5 @@ class Report(_Part):
     checks: tuple[CheckRow, ...]
     forgeable: Forgeable
     repeats: tuple[RepeatRow, ...]
+    # The verifier audit (engine/analysis/verifier_audit.py): mutations, suspects, reviews.
+    verifier: tuple[Any, ...] = ()

@@ -109,6 +109,8 @@ class EpisodeResult:
     # The tries of the same run before this one (infrastructure errors), oldest first.
     earlier: tuple[EpisodeResult, ...] = ()
     forgeable: bool = False  # graded on tests that ran agent code where it could forge the grade
+    # The graded outputs' final state (engine/verify/outputs.py); None when not recorded.
+    graded_outputs: dict[str, dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -153,6 +155,9 @@ class EpisodeResult:
             agent_s=float(json.loads(row.get("timings_json") or "{}").get("agent", 0.0)),
             outcome=row.get("outcome"),
             forgeable=bool(row.get("forgeable")),
+            graded_outputs=json.loads(row["graded_outputs_json"])
+            if row.get("graded_outputs_json")
+            else None,
         )
 
 

@@ -90,6 +90,7 @@ def finish(
         "error_detail": (result.error_detail or "")[:4000] or None,
         "outcome": result.outcome,
         "final_changes_json": final_changes(oracle) if oracle is not None else {},
+        "graded_outputs_json": run.graded_outputs,
         **forgeable_mark(grades),
     }
 

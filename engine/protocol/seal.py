@@ -15,6 +15,7 @@ from engine.oracle import episode as oracle_steps
 from engine.protocol.state import AfterAgent, EpisodeRun
 from engine.sandbox.base import SandboxError
 from engine.sandbox.snapshot import SnapshotSlow
+from engine.verify import outputs
 from engine.verify.grade import Grade, grade_sandbox
 
 
@@ -80,6 +81,13 @@ def final_check(run: EpisodeRun) -> None:
         run.final = oracle_steps.final_check(oracle)
     if run.final.events:
         run.rec.add_oracle_events([e.row() for e in run.final.events])
+    # The graded outputs as they stand now, before any grading restore: what differential
+    # grading compares with the reference's (store/differential.py).
+    with run.phase("graded_outputs"):
+        try:
+            run.graded_outputs = outputs.capture(sandbox, oracle, run.task)
+        except (OSError, SandboxError) as exc:  # not recorded: the run is not compared
+            run.event("warning", detail=f"graded outputs not recorded: {exc}")
     if run.state.fault is not None:
         restored = oracle_steps.restore_for_grading(sandbox, oracle)
         record = oracle_steps.fault_record(oracle, restored_for_grading=restored)

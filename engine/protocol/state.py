@@ -65,6 +65,8 @@ class EpisodeRun:
         self.sandbox: Sandbox | None = None
         self.oracle: Oracle | None = None
         self.final: CheckResult | None = None
+        # The graded outputs' final state (engine/verify/outputs.py); None until recorded.
+        self.graded_outputs: dict[str, dict[str, Any]] | None = None
         self.solution_uploaded = False
         self.image_tag: str | None = None  # the task's own image: the tests without the agent
 

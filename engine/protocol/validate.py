@@ -8,6 +8,8 @@ A task is valid when:
   passes both times with the same property-level changes and the same executed tests, and
   touches no planted file;
 - deleting a planted file after the reference latches collateral damage;
+- the reference's graded outputs are kept (with the expected-differences rule each gets from the
+  two runs) for differential grading (store/differential.py);
 - the tests discriminate: for each file the reference created or changed that the tests name,
   each applicable one of m1 (emptied), m2 (last line dropped), m3 (a digit changed) fails;
   m4 (first line duplicated) is reported (engine/verify/mutations.py).
@@ -43,8 +45,8 @@ from engine.verify import mutations
 from engine.verify.agent_code import scan_tests
 from engine.verify.grade import grade_sandbox
 from engine.verify.harbor_verifier import graded_tests, runs_pytest
+from store import differential, vocab
 from store import protocol as sp
-from store import vocab
 from store.triage import FLAG_GRADER_ACCEPTS
 
 MAX_MUTATED_FILES = 4
@@ -152,6 +154,12 @@ class Audit:
         }
         inventory = list(ref.inventory)
         self.detail["reference_changes"] = ref.final_changes
+        if ref.graded_outputs is not None:
+            # What differential grading compares every passing run with, each file with its
+            # expected-differences rule from the two runs (store/differential.py).
+            self.detail["graded_outputs"] = differential.reference_outputs(
+                ref.graded_outputs, refs[1].graded_outputs, ref.final_changes
+            )
         if task.verifier_kind == "harbor" and not inventory:
             self._no_per_test_results()
 
