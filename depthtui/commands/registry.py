@@ -21,6 +21,7 @@ GROUPS = [
     "depthtui.commands.doctor",
     "depthtui.commands.sandbox",
     "depthtui.commands.transcript",
+    "depthtui.commands.env",
 ]
 
 

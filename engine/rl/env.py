@@ -248,6 +248,22 @@ class TerminalEnv:
             self._store = Store(self._config.db)
         return self._store
 
+    def _over(self) -> bool:
+        """No episode, or one that takes no more commands."""
+        rollout = self._rollout
+        return rollout is None or rollout.over is not None
+
+    def _remaining_budget(self) -> int | None:
+        """Commands left of the stated budget (None without one), as the store counts them."""
+        budget = self._config.budget
+        eid = self._episode_id()
+        if budget is None or eid is None:
+            return budget
+        # Asked between turns (the episode waits for a command), so no write is in flight.
+        query = "SELECT COUNT(*) FROM calls WHERE episode_id = ? AND not_run = 0"
+        (used,) = self._open().conn.execute(query, (eid,)).fetchone()
+        return max(budget - used, 0)
+
     def _episode_id(self) -> int | None:
         rollout = self._rollout
         return rollout.agent.episode_id if rollout else None
