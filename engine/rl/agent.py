@@ -51,13 +51,13 @@ class ExternalAgent:
         self.model_id = model_id
         self.episode_id: int | None = None  # the store's, once the episode is claimed
         self.events = events
-        self.commands: queue.Queue[str | None] = queue.Queue()
+        self.commands: queue.Queue[Any] = queue.Queue()
         self._closed = threading.Event()
 
     def system_message(self, prompt_text: str) -> str:
         return prompt_text
 
-    def send(self, command: str | None) -> None:
+    def send(self, command: Any) -> None:
         self.commands.put(command)
 
     def close(self) -> None:
@@ -74,7 +74,7 @@ class ExternalAgent:
             command = None
         return self._reply(conv, command)
 
-    def _reply(self, conv: Conversation, command: str | None) -> Reply:
+    def _reply(self, conv: Conversation, command: Any) -> Reply:
         if command is None:
             message: dict[str, Any] = {"role": "assistant", "content": "done"}
             return Reply(message, "done", "", (), None, "stop")

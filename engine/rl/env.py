@@ -121,7 +121,9 @@ class TerminalEnv:
             return OVER.format(why="no episode: call reset first")
         if rollout.over is not None:
             return OVER.format(why=rollout.over)
-        rollout.agent.send(command if command.strip() else None)
+        closing = isinstance(command, str) and not command.strip()
+        # Anything else goes as the model's call: a non-string is a format error there too.
+        rollout.agent.send(None if closing else command)
         return self._collect(rollout)
 
     def get_reward(self) -> float:
