@@ -66,7 +66,7 @@ def dataset(
                         {
                             "prompt": [
                                 {"role": "system", "content": system},
-                                {"role": "user", "content": f"Task {task_id}."},
+                                {"role": "user", "content": f"Task {task_id}.\n\n"},
                             ],
                             "task": task_id,
                             "fault": family,
