@@ -82,17 +82,18 @@ def test_grpo_trains_two_steps_through_the_sandbox(tmp_path):
     model.generate = scripted_generate(model, tokenizer)
     rows = dataset("tasks/demo/error-count", attempts=2, db=db)
     factory = environment_factory("tasks/demo/error-count", db=db, planted="none", budget=3)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
+        num_generations=2, max_completion_length=64, max_tool_calling_iterations=3,
+        logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+    )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
         train_dataset=rows,
         environment_factory=factory,
         peft_config=LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]),
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
-            num_generations=2, max_completion_length=64, max_tool_calling_iterations=3,
-            logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-        ),  # fmt: skip
+        args=args,
     )
     trainer.train()
     rewards = [h for h in trainer.state.log_history if any("reward" in k for k in h)]
