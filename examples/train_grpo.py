@@ -51,54 +51,64 @@ def load(model: str, gguf: str | None) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(model, **kw)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return AutoModelForCausalLM.from_pretrained(model, **kw), tokenizer
+    loaded = AutoModelForCausalLM.from_pretrained(model, **kw)
+    quantizer = getattr(loaded, "hf_quantizer", None)
+    if gguf and quantizer is not None:
+        # GGUF weights are dequantized on load; only the mark stays, and trainers refuse it.
+        quantizer.remove_quantization_config(loaded)
+    return loaded, tokenizer
 
 
-class Timed:
-    """Wraps the factory's environments to count the time spent in the sandbox (reset, bash,
-    get_reward) against the whole step, for the figures docs/rl.md reports."""
+class Clock:
+    """What the example measures per step: wall time, time inside the environment (reset, bash,
+    get_reward: the sandbox, oracle and verifier) and the trainer's step, which each rollout
+    stores in its spec with its index in the step (its group)."""
 
+    step = 0
+    resets = 0
     sandbox_s = 0.0
 
-    @classmethod
-    def factory(cls, make: Any) -> Any:
-        from engine.rl import TerminalEnv
 
-        class TimedEnv(TerminalEnv):
-            def reset(self, **row: Any) -> str:
-                started = time.monotonic()
-                try:
-                    return super().reset(**row)
-                finally:
-                    cls.sandbox_s += time.monotonic() - started
+def timed_factory(make: Any) -> Any:
+    from engine.rl import TerminalEnv
 
-            def bash(self, command: str) -> str:
-                """Run a command in the task's persistent bash shell (working directory and
-                variables carry over between calls; no standard input; 30 s per command; long
-                output is cut).
+    class RolloutEnv(TerminalEnv):
+        def reset(self, **row: Any) -> str:
+            started = time.monotonic()
+            row = {**row, "step": Clock.step, "group": Clock.resets}
+            Clock.resets += 1
+            try:
+                return super().reset(**row)
+            finally:
+                Clock.sandbox_s += time.monotonic() - started
 
-                Args:
-                    command: The shell command to run. An empty command says the current part
-                        of the task is done.
+        def bash(self, command: str) -> str:
+            """Run a command in the task's persistent bash shell (working directory and
+            variables carry over between calls; no standard input; 30 s per command; long
+            output is cut).
 
-                Returns:
-                    What the command printed (stdout and stderr), then its exit code.
-                """
-                started = time.monotonic()
-                try:
-                    return super().bash(command)
-                finally:
-                    cls.sandbox_s += time.monotonic() - started
+            Args:
+                command: The shell command to run. An empty command says the current part of
+                    the task is done.
 
-            def get_reward(self) -> float:
-                started = time.monotonic()
-                try:
-                    return super().get_reward()
-                finally:
-                    cls.sandbox_s += time.monotonic() - started
+            Returns:
+                What the command printed (stdout and stderr), then its exit code.
+            """
+            started = time.monotonic()
+            try:
+                return super().bash(command)
+            finally:
+                Clock.sandbox_s += time.monotonic() - started
 
-        config = make.config
-        return lambda: TimedEnv(config)
+        def get_reward(self) -> float:
+            started = time.monotonic()
+            try:
+                return super().get_reward()
+            finally:
+                Clock.sandbox_s += time.monotonic() - started
+
+    config = make.config
+    return lambda: RolloutEnv(config)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -110,11 +120,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from engine.rl import dataset, environment_factory
 
     rows = dataset(args.tasks, faults=args.faults, attempts=args.attempts, db=args.db)
-    make = environment_factory(args.tasks, db=args.db, faults="clean", budget=args.budget)
+    make = environment_factory(args.tasks, db=args.db, budget=args.budget)
     model, tokenizer = load(args.model, args.gguf)
+    if args.gguf:
+        # SmolLM2's own template has no tool calls; Qwen3's is ChatML like it, and TRL knows
+        # how to read tool calls from it.
+        from trl.chat_template_utils import qwen3_chat_template
 
-    def reward(environments: list[Any], **_: Any) -> list[float]:
-        return [env.get_reward() for env in environments]
+        tokenizer.chat_template = qwen3_chat_template
 
     steps: list[dict[str, Any]] = []
 
@@ -122,11 +135,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         started = time.monotonic()
 
         def on_step_begin(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.started, Timed.sandbox_s = time.monotonic(), 0.0
+            self.started = time.monotonic()
+            Clock.step, Clock.resets, Clock.sandbox_s = state.global_step + 1, 0, 0.0
 
         def on_step_end(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
             wall = time.monotonic() - self.started
-            steps.append({"step": state.global_step, "wall_s": wall, "sandbox_s": Timed.sandbox_s})
+            steps.append({"step": state.global_step, "wall_s": wall, "sandbox_s": Clock.sandbox_s})
 
         def on_log(self, a: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
             if logs and steps and "reward" in logs:
@@ -146,13 +160,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         use_cpu=args.cpu,
         bf16=args.bf16,
     )
+    # No reward_funcs: TerminalEnv.get_reward is the reward (TRL calls it once per rollout).
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
-        reward_funcs=reward,
         train_dataset=rows,
         args=config,
-        environment_factory=Timed.factory(make),
+        environment_factory=timed_factory(make),
         peft_config=LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, task_type="CAUSAL_LM"),
         callbacks=[StepClock()],
     )

@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model, **kw)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if args.gguf and quantizer is not None:
+        # GGUF weights are dequantized on load; only the mark stays, and trainers refuse it.
+        quantizer.remove_quantization_config(model)
     rows = Dataset.from_list(read_rows(args.rows))
     config = SFTConfig(
         output_dir=args.output,
