@@ -22,6 +22,7 @@ GROUPS = [
     "depthtui.commands.sandbox",
     "depthtui.commands.transcript",
     "depthtui.commands.judges",
+    "depthtui.commands.env",
 ]
 
 

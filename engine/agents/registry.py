@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 ENV_VAR = "DEPTHTUI_MODELS"
 ActionFormat = Literal["tools", "fenced", "tags"]
-AgentKind = Literal["chat", "oracle", "nop", "replay"]
+# "external": a policy outside depthtui drives the episode (engine/rl); never in models.toml.
+AgentKind = Literal["chat", "oracle", "nop", "replay", "external"]
 ACTION_FORMATS: tuple[str, ...] = ("tools", "fenced", "tags")
 BUILTIN_AGENTS: tuple[str, ...] = ("oracle", "nop", "replay")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.agents.base import Agent
 from engine.agents.builtin import ReplayTurn
 from engine.agents.make import make_agent
 from engine.agents.prompts import load_prompt
@@ -302,15 +303,17 @@ def execute_episode(
     recorder: Recorder,
     should_stop: Callable[[], str | None],
     progress: Callable[[ProgressEvent], None],
+    agent: Agent | None = None,
 ) -> EpisodeBody:
     """The body of a claimed episode, where it runs: sandbox, oracle, agent, verifier. Every
-    record goes to `recorder`; the outcome columns come back (None when interrupted)."""
+    record goes to `recorder`; the outcome columns come back (None when interrupted). `agent`
+    is one the caller drives itself (engine/rl's external agent); else the registry's."""
     env = EpisodeEnv(work.job_id, work.log_dir, should_stop, progress)
     state = EpisodeState(work.episode_id)
     run = EpisodeRun(env, work.task, work.spec, state, work.contract, recorder)
     try:
         try:
-            run.agent = make_agent(work.model, task=work.task, replay=work.replay_turns)
+            run.agent = agent or make_agent(work.model, task=work.task, replay=work.replay_turns)
         except (RegistryError, ValueError) as exc:
             outcome_fields = error_fields(run, "model_config", str(exc))
         else:

@@ -25,7 +25,7 @@ PLANTED_LEVELS = ("none", "sibling", "full")
 class EpisodeSpec:
     task_id: str
     task_hash: str
-    mode: str  # check | validate | free | ladder | audit | episodes | replay
+    mode: str  # check | validate | free | ladder | audit | episodes | replay | rl
     agent: str  # a registry name: a model, or oracle | nop | replay
     cap: int | None = None  # stated turn cap
     budget: int | None = None  # stated command budget
@@ -44,6 +44,9 @@ class EpisodeSpec:
     # The reference solution is at /solution (the oracle agent always has it; validation probes
     # and replays of oracle runs ask for it).
     solution: bool = False
+    # A trainer's rollout (engine/rl): where it came from, e.g. {"step": 3, "group": 1, "id":
+    # ...}. Left out of the key when None, so the keys of every other run stay as they were.
+    rollout: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -69,6 +72,8 @@ class EpisodeSpec:
         spec.pop("accept_risk")  # grading policy, not what the agent did
         # The verb that asked is a label: `free`'s uncapped runs are the ladder's first runs.
         spec.pop("mode")
+        if spec.get("rollout") is None:
+            spec.pop("rollout", None)
         return {
             "spec": spec,
             "model": model_fingerprint(model),
