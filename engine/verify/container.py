@@ -20,7 +20,7 @@ import requests.exceptions
 from docker.types import LogConfig
 
 from engine.sandbox.base import SandboxError
-from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_VERIFIER, this_owner
 from engine.tasks.model import Limits
 
 # Both streams share one json-file log of at most this size; older output is dropped first, so
@@ -99,7 +99,9 @@ def run_once(
             working_dir=workdir,
             environment=list(env),
             host_config=host_config,
-            labels={LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
+            # The owner (this process) lets `sandbox gc` and the next engine remove a verifier
+            # container that a dead engine left running (a test.sh that never ends runs on).
+            labels={LABEL_OWNER: this_owner(), LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
             stdin_open=stdin is not None,
             detach=stdin is None,
             network_disabled=network_mode == "none",

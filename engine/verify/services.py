@@ -21,7 +21,7 @@ import docker.errors
 
 from engine.sandbox.base import SandboxError
 from engine.sandbox.containers import show_argv
-from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_VERIFIER, this_owner
 from engine.sandbox.start import (
     ENTRYPOINT_WAIT_S,
     FIND_SLEEPER,
@@ -80,7 +80,9 @@ def entrypoint_services(
             user="0",
             environment=dict(env) or None,
             host_config=host_config,
-            labels={LABEL_ROLE: ROLE_VERIFIER, **labels},
+            # Its sleeper never ends: an engine that dies while grading would leave it running
+            # for good, unless `sandbox gc` (and the next engine) can tell whose it is.
+            labels={LABEL_OWNER: this_owner(), LABEL_ROLE: ROLE_VERIFIER, **labels},
             # Network mode "none" (loopback only), but not disabled: a disabled network has no
             # /etc/hosts of Docker's, and that file is what the verifier's container shares.
             network_disabled=False,
