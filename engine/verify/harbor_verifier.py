@@ -45,6 +45,14 @@ READ_LIMIT = 1024 * 1024
 # Records beyond this many pytest runs in one test.sh are ignored (and said so).
 MAX_RECORDS = 50
 OUTPUT_TAIL = 4000
+# test.sh runs in the working directory, which is the agent's: `python3 -c CODE`, `python3 -`
+# and `python3 -m MODULE` put the current folder first on sys.path, so a module the agent left
+# there under a standard library name (/app/json.py) would run as the verifier's user, unseen
+# by the scan for agent code, and could print what the check wants or write the reward. Python
+# 3.11 and later put no such folder on sys.path with this set (older ones ignore it: not
+# covered). A task whose checks import from the working folder on purpose runs agent code; its
+# [verifier] env can set PYTHONSAFEPATH="" to have it back (docs/verifier.md).
+SAFE_ENV = ("PYTHONSAFEPATH=1",)
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,7 @@ def run_harbor_verifier(
                 argv=["/bin/bash", "-c", COMMAND],
                 user=spec.user,
                 workdir=spec.workdir,
-                env=[*image_env, *(f"{k}={v}" for k, v in spec.env.items())],
+                env=[*image_env, *SAFE_ENV, *(f"{k}={v}" for k, v in spec.env.items())],
                 binds=[
                     Bind(str(tests_dir), TESTS_MOUNT),
                     Bind(str(tc.path), MOUNT),

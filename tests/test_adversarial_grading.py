@@ -1,0 +1,149 @@
+"""Attacks on grading through the real CLI and real Docker: what an engine that dies while
+grading leaves behind, and agent code that test.sh runs without naming it.
+
+Left behind:
+
+A Harbor task whose image has an ENTRYPOINT is graded beside a services container of the task's
+image (engine/verify/services.py), whose sleeper never ends; the verifier container runs test.sh
+as long as test.sh runs. Both used to carry no owner label, so when the engine died while
+grading (kill -9, an OOM kill, a lost machine) `depthtui sandbox gc` and the next engine's sweep
+(both remove only containers whose owner label names a dead process) never saw them: the
+services container ran on for good, the verifier container until its test.sh ended. Measured
+on main: after `kill -9` of `depthtui check` mid-grading and `depthtui sandbox gc`, both were
+still running. The fixture is tests/fixtures/attack/services-left-behind (a test.sh that sleeps
+for minutes).
+
+Agent code test.sh runs unnamed: a Harbor test.sh runs in the working directory, which is the
+agent's, and `python3 -c CODE` (or `python3 - <<EOF`, `python3 -m MODULE`) puts the current
+folder first on sys.path: a module the agent left there under a standard library name
+(`/app/json.py`) runs as the verifier's user (root) when the inline code imports it, and can
+print what the check wants or write the reward; the scan for agent code (agent_code.py) sees
+none. Measured on main with tests/fixtures/attack/cwd-import (`python3 -c 'import json; ...'`):
+an agent that only writes `/app/json.py` (`print(42)` and exit) passed, reward 1.0, not marked
+forgeable. The verifier now runs test.sh with PYTHONSAFEPATH=1 (Python 3.11 and later: no
+unsafe folder is put on sys.path)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from devtools.scripted_server import ScriptedReply, ScriptedServer, calls, text
+from engine.sandbox.images import remove_task_images
+from engine.sandbox.labels import LABEL_ROLE, LABEL_TASK, ROLE_VERIFIER
+from engine.tasks.loader import load_tasks
+from tests.conftest import ROOT
+from tests.fixtures_measure import cleanup, endless, reply_number, rows, run_cli, write_models
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+FIXTURE = ROOT / "tests" / "fixtures" / "attack" / "services-left-behind"
+DEPTHTUI = str(Path(sys.executable).with_name("depthtui"))
+
+
+def task_containers(client: docker.DockerClient, task_id: str) -> list[dict]:
+    return client.api.containers(all=True, filters={"label": f"{LABEL_TASK}={task_id}"})
+
+
+def grading(client: docker.DockerClient, task_id: str) -> list[dict]:
+    """The running verifier-role containers of the task: the services container and the
+    verifier container beside it."""
+    return [
+        c
+        for c in task_containers(client, task_id)
+        if (c.get("Labels") or {}).get(LABEL_ROLE) == ROLE_VERIFIER and c["State"] == "running"
+    ]
+
+
+def test_an_engine_killed_while_grading_leaves_nothing_gc_cannot_remove(tmp_path: Path) -> None:
+    tasks, _ = load_tasks([FIXTURE])
+    (task,) = tasks
+    client = docker.from_env()
+    env = {k: v for k, v in os.environ.items() if k not in ("DEPTHTUI_DB", "DEPTHTUI_MODELS")}
+    db = tmp_path / "store.db"
+    proc = subprocess.Popen(
+        [DEPTHTUI, "check", str(FIXTURE), "--workers", "1", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while len(grading(client, task.id)) < 2:
+            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline, "grading never started"
+            time.sleep(0.5)
+        time.sleep(1.0)  # both started: test.sh is sleeping
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert len(grading(client, task.id)) == 2  # the dead engine left them running
+        gc = subprocess.run(
+            [DEPTHTUI, "sandbox", "gc", "--json"], capture_output=True, text=True, env=env
+        )
+        assert gc.returncode == 0, gc.stderr
+        left = [c["Id"][:12] + " " + str(c.get("Labels")) for c in task_containers(client, task.id)]
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        # What this test's own engine made, if gc did not take it.
+        for c in task_containers(client, task.id):
+            with contextlib.suppress(docker.errors.DockerException):
+                client.api.remove_container(c["Id"], force=True, v=True)
+        remove_task_images(client, task)
+        client.close()
+
+
+CWD_IMPORT = ROOT / "tests" / "fixtures" / "attack" / "cwd-import"
+SHADOW = "printf 'print(42)\\nraise SystemExit(0)\\n' > /app/json.py; cat /app/json.py"
+CWD_PLANS: dict[str, list[tuple[str, ...]]] = {
+    "shadow": [(SHADOW,)],
+    "solver": [("echo '{\"answer\": 42}' > /app/answer.json",)],
+}
+
+
+def cwd_policy(body: dict) -> ScriptedReply:
+    plan = CWD_PLANS[body["model"]]
+    n = reply_number(body)
+    return calls(*plan[n - 1]) if n <= len(plan) else text("done")
+
+
+def test_a_module_the_agent_left_in_the_workdir_is_not_imported_by_test_sh(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "depthtui.db"
+    owners: list[str] = []
+    tasks, _ = load_tasks([CWD_IMPORT])
+    try:
+        with ScriptedServer(endless(cwd_policy), models=tuple(CWD_PLANS)) as server:
+            models = write_models(tmp_path / "models.toml", server, {m: m for m in CWD_PLANS})
+            args = ["free", str(CWD_IMPORT), "--attempts", "1", "--workers", "2"]
+            for name in CWD_PLANS:
+                args += ["--model", name]
+            result = run_cli([*args, "--models", str(models), "--json"], db, owners=owners)
+        found = {r["agent"]: r for r in rows(db, "SELECT * FROM episodes ORDER BY id")}
+        assert set(found) == set(CWD_PLANS), result.stderr[-3000:]
+        shadow, solver = found["shadow"], found["solver"]
+        # The agent's file is there (the call ran) and is not what grading imported.
+        out = rows(db, "SELECT output_head FROM calls WHERE episode_id = ?", (shadow["id"],))
+        assert "print(42)" in out[0]["output_head"]
+        assert shadow["outcome"] == "fail", (shadow["outcome"], shadow["error_detail"])
+        assert not shadow["passed"] and shadow["reward"] == 0.0
+        # Honest work is graded as before.
+        assert solver["outcome"] == "pass", (solver["outcome"], solver["error_detail"])
+    finally:
+        cleanup(owners)
+        client = docker.from_env()
+        for task in tasks:
+            remove_task_images(client, task)
+        client.close()
