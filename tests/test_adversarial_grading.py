@@ -105,6 +105,7 @@ def test_an_engine_killed_while_grading_leaves_nothing_gc_cannot_remove(tmp_path
 
 
 CWD_IMPORT = ROOT / "tests" / "fixtures" / "attack" / "cwd-import"
+PYTHONPATH_IMPORT = ROOT / "tests" / "fixtures" / "attack" / "pythonpath-import"
 SHADOW = "printf 'print(42)\\nraise SystemExit(0)\\n' > /app/json.py; cat /app/json.py"
 CWD_PLANS: dict[str, list[tuple[str, ...]]] = {
     "shadow": [(SHADOW,)],
@@ -118,32 +119,58 @@ def cwd_policy(body: dict) -> ScriptedReply:
     return calls(*plan[n - 1]) if n <= len(plan) else text("done")
 
 
-def test_a_module_the_agent_left_in_the_workdir_is_not_imported_by_test_sh(
-    tmp_path: Path,
-) -> None:
-    db = tmp_path / "depthtui.db"
+@pytest.fixture(scope="module")
+def shadowed(tmp_path_factory: pytest.TempPathFactory):
+    """One `free` run of the shadowing agent and an honest one on both fixtures."""
+    tmp = tmp_path_factory.mktemp("shadow")
+    db = tmp / "depthtui.db"
     owners: list[str] = []
-    tasks, _ = load_tasks([CWD_IMPORT])
+    tasks, _ = load_tasks([CWD_IMPORT, PYTHONPATH_IMPORT])
     try:
         with ScriptedServer(endless(cwd_policy), models=tuple(CWD_PLANS)) as server:
-            models = write_models(tmp_path / "models.toml", server, {m: m for m in CWD_PLANS})
-            args = ["free", str(CWD_IMPORT), "--attempts", "1", "--workers", "2"]
+            models = write_models(tmp / "models.toml", server, {m: m for m in CWD_PLANS})
+            args = ["free", str(CWD_IMPORT), str(PYTHONPATH_IMPORT), "--attempts", "1"]
+            args += ["--workers", "2"]
             for name in CWD_PLANS:
                 args += ["--model", name]
             result = run_cli([*args, "--models", str(models), "--json"], db, owners=owners)
-        found = {r["agent"]: r for r in rows(db, "SELECT * FROM episodes ORDER BY id")}
-        assert set(found) == set(CWD_PLANS), result.stderr[-3000:]
-        shadow, solver = found["shadow"], found["solver"]
-        # The agent's file is there (the call ran) and is not what grading imported.
-        out = rows(db, "SELECT output_head FROM calls WHERE episode_id = ?", (shadow["id"],))
-        assert "print(42)" in out[0]["output_head"]
-        assert shadow["outcome"] == "fail", (shadow["outcome"], shadow["error_detail"])
-        assert not shadow["passed"] and shadow["reward"] == 0.0
-        # Honest work is graded as before.
-        assert solver["outcome"] == "pass", (solver["outcome"], solver["error_detail"])
+        found = {
+            (r["task_id"].rsplit("/", 1)[-1], r["agent"]): r
+            for r in rows(db, "SELECT * FROM episodes ORDER BY id")
+        }
+        assert len(found) == 4, result.stderr[-3000:]
+        yield db, found
     finally:
         cleanup(owners)
         client = docker.from_env()
         for task in tasks:
             remove_task_images(client, task)
         client.close()
+
+
+def test_a_module_the_agent_left_in_the_workdir_is_not_imported_by_test_sh(shadowed) -> None:
+    db, found = shadowed
+    shadow, solver = found["cwd-import", "shadow"], found["cwd-import", "solver"]
+    # The agent's file is there (the call ran) and is not what grading imported.
+    out = rows(db, "SELECT output_head FROM calls WHERE episode_id = ?", (shadow["id"],))
+    assert "print(42)" in out[0]["output_head"]
+    assert shadow["outcome"] == "fail", (shadow["outcome"], shadow["error_detail"])
+    assert not shadow["passed"] and shadow["reward"] == 0.0
+    # Honest work is graded as before.
+    assert solver["outcome"] == "pass", (solver["outcome"], solver["error_detail"])
+    assert not solver["forgeable"]
+
+
+def test_an_image_search_path_into_the_agents_folder_marks_the_verdict_forgeable(
+    shadowed,
+) -> None:
+    """The image's own PYTHONPATH leads into /app: test.sh's python3 imports the agent's json.py
+    first. Graded as Harbor grades it (the agent's pass stands), and marked forgeable with the
+    variable named, for every run of the task (the honest one too: its grade could have been
+    forged the same way). On main neither was marked."""
+    _, found = shadowed
+    for agent in CWD_PLANS:
+        ep = found["pythonpath-import", agent]
+        assert ep["outcome"] == "pass", (agent, ep["outcome"], ep["error_detail"])
+        assert ep["forgeable"] == 1, agent
+        assert ep["forgeable_evidence"].startswith("environment:0: PYTHONPATH holds '/app'")

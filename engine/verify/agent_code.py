@@ -146,7 +146,7 @@ def scan_tests(
         else:
             texts[name] = src
     local = _local_modules(texts)
-    roots = _agent_roots(home, workdir)
+    roots = agent_roots(home, workdir)
     evidence: list[Evidence] = []
     for name in sorted(texts):
         if name.endswith(".py"):
@@ -166,7 +166,7 @@ def _local_modules(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _agent_roots(home: str, workdir: str) -> tuple[str, ...]:
+def agent_roots(home: str, workdir: str) -> tuple[str, ...]:
     roots = {home.rstrip("/") or "/", workdir.rstrip("/") or "/", *SHARED_WRITABLE}
     # A workdir of "/" would make every path the agent's; only the real places count then.
     roots.discard("/")

@@ -30,6 +30,7 @@ from engine.sandbox.base import SandboxError
 from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
+from engine.verify.agent_env import scan_env
 from engine.verify.container import Bind, RunResult, docker_client, run_once
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
@@ -215,6 +216,10 @@ def run_harbor_verifier(
             if missing_apt:
                 return _error("needs_network", missing_apt, changes=changes, risk=risk.lines())
         image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
+        env = [*image_env, *SAFE_ENV, *(f"{k}={v}" for k, v in spec.env.items())]
+        # A search path into the agent's folders runs its code unseen by the test files' scan.
+        env_risk = scan_env(env, home=spec.home, workdir=spec.workdir)
+        risk = RiskReport(risk.evidence + tuple(env_risk))
         with (
             staged_tests(tests, executable=["test.sh"]) as tests_dir,
             entrypoint_services(
@@ -231,7 +236,7 @@ def run_harbor_verifier(
                 argv=["/bin/bash", "-c", COMMAND],
                 user=spec.user,
                 workdir=spec.workdir,
-                env=[*image_env, *SAFE_ENV, *(f"{k}={v}" for k, v in spec.env.items())],
+                env=env,
                 binds=[
                     Bind(str(tests_dir), TESTS_MOUNT),
                     Bind(str(tc.path), MOUNT),
