@@ -216,3 +216,40 @@ def test_a_root_agent_that_replaced_a_program_test_sh_runs_is_marked_forgeable(
         for task in tasks:
             remove_task_images(client, task)
         client.close()
+
+
+SOURCE_DOTENV = ROOT / "tests" / "fixtures" / "attack" / "source-dotenv"
+# test.sh sources .env from /app: the agent's version makes `echo` print 1.
+SOURCE_FORGE = "printf 'echo() { builtin echo 1; }\\n' > /app/.env"
+
+
+def source_policy(body: dict) -> ScriptedReply:
+    return calls(SOURCE_FORGE) if reply_number(body) == 1 else text("done")
+
+
+def test_a_file_test_sh_sources_from_the_workdir_marks_the_verdict_forgeable(
+    tmp_path: Path,
+) -> None:
+    """`source .env` in /app reads the agent's file into test.sh's own shell; the scan took
+    only `./x` or a script suffix for a file in the working folder. On main the agent that only
+    rewrote .env passed, unmarked."""
+    db = tmp_path / "depthtui.db"
+    owners: list[str] = []
+    tasks, _ = load_tasks([SOURCE_DOTENV])
+    try:
+        with ScriptedServer(endless(source_policy), models=("sourcer",)) as server:
+            models = write_models(tmp_path / "models.toml", server, {"sourcer": "sourcer"})
+            args = ["free", str(SOURCE_DOTENV), "--attempts", "1", "--model", "sourcer"]
+            result = run_cli([*args, "--models", str(models), "--json"], db, owners=owners)
+        (ep,) = rows(db, "SELECT * FROM episodes")
+        assert ep["status"] == "done", result.stderr[-3000:]
+        assert ep["forgeable"] == 1, (ep["outcome"], ep["error_detail"])
+        assert ep["forgeable_evidence"].startswith(
+            "test.sh:3: runs agent-writable code '.env'"
+        ), ep["forgeable_evidence"]
+    finally:
+        cleanup(owners)
+        client = docker.from_env()
+        for task in tasks:
+            remove_task_images(client, task)
+        client.close()

@@ -392,7 +392,7 @@ def agent_program(argv: Sequence[str], roots: Sequence[str]) -> str | None:
     """The agent-writable file an argv or shell word list would run, if any: a program under an
     agent root (or relative, i.e. in the workdir), or a script given to an interpreter."""
     expect_program = True
-    interpreter = False
+    interpreter = sourcing = False
     for word in argv:
         if word in (";", "&&", "||", "|", "&", "(", ")"):
             expect_program, interpreter = True, False
@@ -401,14 +401,19 @@ def agent_program(argv: Sequence[str], roots: Sequence[str]) -> str | None:
             if "=" in word and not word.startswith(("/", ".", "~")):
                 continue  # VAR=value before the command
             expect_program = False
-            if INTERPRETERS.match(PurePosixPath(word).name):
-                interpreter = True
+            if word == "." or INTERPRETERS.match(PurePosixPath(word).name):
+                interpreter = True  # (PurePosixPath(".").name is "")
+                sourcing = word in ("source", ".")
                 continue
             if _agent_path(word, roots, relative_ok=True):
                 return word
             continue
         if interpreter and not word.startswith("-"):
             if _agent_path(word, roots, relative_ok=True):
+                return word
+            if sourcing and not word.strip("'\"").startswith(("/", "$")):
+                # `source .venv/bin/activate`: a file read from the working folder (the
+                # agent's) into test.sh's own shell, whatever its name.
                 return word
             if INTERPRETERS.match(PurePosixPath(word).name):
                 continue  # `env python3 x.py`, `timeout 5 bash x.sh`
