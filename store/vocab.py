@@ -55,6 +55,7 @@ AGENT_KINDS = frozenset(
         "no_test_record",  # test.sh's pytest left no record in the agent's state (it did without)
         "setup_after_agent",  # a later segment's setup or healthcheck failed in the agent's state
         "shell_forgery",  # a command forged the shell's end mark (docs/sandbox.md)
+        "verifier_unstartable",  # the verifier's container does not start on the agent's state
     }
 )
 # Error kinds of the task's own files.

@@ -244,9 +244,44 @@ def test_a_file_test_sh_sources_from_the_workdir_marks_the_verdict_forgeable(
         (ep,) = rows(db, "SELECT * FROM episodes")
         assert ep["status"] == "done", result.stderr[-3000:]
         assert ep["forgeable"] == 1, (ep["outcome"], ep["error_detail"])
-        assert ep["forgeable_evidence"].startswith(
-            "test.sh:3: runs agent-writable code '.env'"
-        ), ep["forgeable_evidence"]
+        assert ep["forgeable_evidence"].startswith("test.sh:3: runs agent-writable code '.env'"), (
+            ep["forgeable_evidence"]
+        )
+    finally:
+        cleanup(owners)
+        client = docker.from_env()
+        for task in tasks:
+            remove_task_images(client, task)
+        client.close()
+
+
+# A root agent makes a path the verifier mounts onto unusable: /logs a file, so the log folder
+# cannot be mounted at /logs/verifier and the verifier's container does not start.
+MOUNT_BREAKER = "rm -rf /logs && touch /logs && ls -l /logs"
+
+
+def breaker_policy(body: dict) -> ScriptedReply:
+    return calls(MOUNT_BREAKER) if reply_number(body) == 1 else text("done")
+
+
+def test_a_snapshot_the_verifier_cannot_start_in_is_the_agents_failure(tmp_path: Path) -> None:
+    """On main the verifier container's failed start was a Docker error: infrastructure, left
+    out of every rate and tried three times (the agent's failing run vanished from pass@1)."""
+    db = tmp_path / "depthtui.db"
+    owners: list[str] = []
+    tasks, _ = load_tasks([CWD_IMPORT])
+    try:
+        with ScriptedServer(endless(breaker_policy), models=("breaker",)) as server:
+            models = write_models(tmp_path / "models.toml", server, {"breaker": "breaker"})
+            args = ["free", str(CWD_IMPORT), "--attempts", "1", "--model", "breaker"]
+            result = run_cli([*args, "--models", str(models), "--json"], db, owners=owners)
+        found = rows(db, "SELECT * FROM episodes ORDER BY id")
+        assert found, result.stderr[-3000:]
+        assert [(e["outcome"], e["error_kind"]) for e in found] == [
+            ("agent_error", "verifier_unstartable")
+        ], [(e["outcome"], e["error_kind"], e["error_detail"]) for e in found]
+        assert "/logs" in found[0]["error_detail"]
+        assert found[0]["reward"] == 0.0 and not found[0]["passed"]
     finally:
         cleanup(owners)
         client = docker.from_env()

@@ -31,7 +31,13 @@ from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
 from engine.verify.agent_env import scan_env
-from engine.verify.container import Bind, RunResult, docker_client, run_once
+from engine.verify.container import (
+    Bind,
+    ContainerStartError,
+    RunResult,
+    docker_client,
+    run_once,
+)
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
@@ -255,6 +261,8 @@ def run_harbor_verifier(
         if not rewrite.runs_pytest:
             return verdict
         return _with_tests(verdict, _read_records(results), inventory)
+    except ContainerStartError as exc:
+        return _error(exc.kind, exc.detail, changes=changes, risk=risk.lines())
     except (SandboxError, docker.errors.DockerException, OSError) as exc:
         return _error("docker", str(exc), changes=changes, risk=risk.lines())
     finally:
