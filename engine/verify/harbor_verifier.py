@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -42,7 +43,7 @@ from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
 from engine.verify.runner import RESULTS_DIR
-from engine.verify.services import entrypoint_services
+from engine.verify.services import entrypoint_services, services_gone
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import TestResult, grade
 
@@ -236,7 +237,7 @@ def run_harbor_verifier(
                 labels=spec.labels,
             ) as network_mode,
         ):
-            run = run_once(
+            run = _run_beside(
                 client,
                 image=spec.image,
                 argv=["/bin/bash", "-c", COMMAND],
@@ -269,6 +270,19 @@ def run_harbor_verifier(
         shutil.rmtree(logs, ignore_errors=True)
         shutil.rmtree(script_dir, ignore_errors=True)
         shutil.rmtree(results, ignore_errors=True)
+
+
+def _run_beside(client: docker.DockerClient, **kw: Any) -> RunResult:
+    """run_once beside the services container (kw["network_mode"]): a container that does not
+    start because that one stopped meanwhile is the services' trouble (infrastructure), never
+    the snapshot's (container_start, which the episode may blame on the agent)."""
+    try:
+        return run_once(client, **kw)
+    except ContainerStartError as exc:
+        gone = services_gone(client, kw["network_mode"])
+        if gone:
+            raise SandboxError("verifier", f"{gone}; {exc.detail}") from exc
+        raise
 
 
 def _read_records(folder: Path) -> list[dict]:

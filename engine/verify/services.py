@@ -104,6 +104,21 @@ def entrypoint_services(
             api.remove_container(cid, force=True, v=True)
 
 
+def services_gone(client: docker.DockerClient, network_mode: str) -> str:
+    """Why the services container a verifier joins (`network_mode` "container:ID") is no
+    longer running; "" while it runs, or when there is none."""
+    if not network_mode.startswith("container:"):
+        return ""
+    cid = network_mode.split(":", 1)[1]
+    try:
+        state = client.api.inspect_container(cid)["State"]
+    except docker.errors.DockerException as exc:
+        return f"the services container {cid[:12]} is gone ({exc})"
+    if state.get("Running"):
+        return ""
+    return f"the services container {cid[:12]} stopped (exit code {state.get('ExitCode')})"
+
+
 def _exec(api: docker.APIClient, cid: str, argv: list[str]) -> tuple[int | None, bytes]:
     handle = api.exec_create(cid, argv, user="0", stdout=True, stderr=False)
     out = api.exec_start(handle["Id"])
