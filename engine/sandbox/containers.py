@@ -56,6 +56,8 @@ class DockerSandbox:
         self.agent_gid = task.agent_uid
         self.sleeper_pid: int | None = None
         self.snapshots: list[str] = []
+        # What the container's layer changed before the agent's turns (verify/root_changes.py).
+        self.changes_before_agent: frozenset[str] = frozenset()
         self.closed = False
         self.shell: PersistentShell | None = None
         self.disk_watch: DiskWatch | None = None

@@ -14,7 +14,7 @@ from engine.sandbox.base import Sandbox
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB, LABEL_TASK
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
-from engine.verify.root_changes import root_changes
+from engine.verify.root_changes import changed_paths, root_changes
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,18 @@ def _root_changes(sandbox: Sandbox, task: Task) -> tuple[str, ...]:
     api = getattr(sandbox, "api", None)  # a Docker sandbox's (test doubles have none)
     if task.verifier_kind != "harbor" or sandbox.agent_uid != 0 or api is None:
         return ()
-    return root_changes(api, sandbox.container_id, home=task.home, workdir=task.workdir)
+    before = getattr(sandbox, "changes_before_agent", None) or frozenset()
+    return root_changes(
+        api, sandbox.container_id, home=task.home, workdir=task.workdir, before=before
+    )
+
+
+def note_changes_before_agent(sandbox: Sandbox, task: Task) -> None:
+    """Before the first segment's turns: what the container changed so far (its ENTRYPOINT,
+    the first setup.sh, the harness), which _root_changes does not blame on a root agent."""
+    api = getattr(sandbox, "api", None)
+    if task.verifier_kind == "harbor" and sandbox.agent_uid == 0 and api is not None:
+        sandbox.changes_before_agent = changed_paths(api, sandbox.container_id)  # type: ignore[attr-defined]
 
 
 def grade_snapshot(

@@ -30,18 +30,36 @@ SHOWN = 3
 _KIND = {0: "changed", 1: "added", 2: "deleted"}
 
 
+def changed_paths(api: docker.APIClient, container_id: str) -> frozenset[str]:
+    """Every path Docker lists as changed in the container's writable layer ("" on failure)."""
+    try:
+        return frozenset(c.get("Path", "") for c in api.diff(container_id) or [])
+    except docker.errors.DockerException:
+        return frozenset()
+
+
 def root_changes(
-    api: docker.APIClient, container_id: str, *, home: str, workdir: str
+    api: docker.APIClient,
+    container_id: str,
+    *,
+    home: str,
+    workdir: str,
+    before: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """One evidence line naming what the container's writable layer changed under
-    SYSTEM_FOLDERS (home and workdir excepted), or () when nothing there changed."""
+    SYSTEM_FOLDERS (home and workdir excepted), or () when nothing there changed. Paths in
+    `before` (changed before the agent's turns: the image's ENTRYPOINT, a setup.sh) do not
+    count: the task made them. (A path both the task and the agent changed is not seen.)"""
     try:
         changes = api.diff(container_id) or []
     except docker.errors.DockerException as exc:
         return (f"changed as root: unknown (the container's changes could not be listed: {exc})",)
-    found = system_leaves(
-        [(c.get("Path", ""), int(c.get("Kind", 0))) for c in changes], home=home, workdir=workdir
-    )
+    listed = [(c.get("Path", ""), int(c.get("Kind", 0))) for c in changes]
+    found = [
+        (path, kind)
+        for path, kind in system_leaves(listed, home=home, workdir=workdir)
+        if path not in before
+    ]
     if not found:
         return ()
     shown = ", ".join(f"{path} ({_KIND.get(kind, 'changed')})" for path, kind in found[:SHOWN])
