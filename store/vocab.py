@@ -57,6 +57,7 @@ AGENT_KINDS = frozenset(
         "shell_forgery",  # a command forged the shell's end mark (docs/sandbox.md)
         "verifier_output",  # test.sh printed or wrote past its bound on what the agent left
         "snapshot_timeout",  # the commit of the agent's container ran past its data's deadline
+        "verifier_unstartable",  # the verifier's container does not start on the agent's state
     }
 )
 # Error kinds of the task's own files.

@@ -12,7 +12,9 @@ failure (agent_error, shell_forgery), with the stolen call stored as not run.
   oracle's check of that call), then a second call in the same reply: flagged, the stolen call
   stored as not run, and the deletion seen by the oracle's final check;
 - last-forger: solves, then forges on its last call: the probe after the segment catches it;
-- honest: solves: the probe changes nothing, it passes.
+- honest: solves: the probe changes nothing, it passes;
+- honest-records: prints records with the record separator made of its own command's text
+  (whole and split across writes) and binary junk, then solves: it passes.
 """
 
 from __future__ import annotations
@@ -38,10 +40,19 @@ FORGER = r"""read -r -N 32 -u $__dt_in n; printf '\036%s\035%s 1 /forged\0' "$n"
 DELETER = FORGER.replace("sleep 2", "(sleep 1.5; rm -f /home/user/logs/app.log) & sleep 3")
 STOLEN = "touch /home/user/stolen; echo stolen"
 
+# Honest commands whose output holds the record separator the end mark starts with: a record
+# in the ASCII-delimited format made of the command's own text (once taken for the loop's
+# telltale: the honest agent failed with shell_forgery), the same split across two writes, and
+# binary junk printed raw.
+RECORDS = r"printf 'x\x1efield1 field2 field3 field4 abcd 42 rest\n'"
+SPLIT = r"printf 'y\x1efield1 field2 fi'; sleep 0.4; printf 'eld3 field4 abcd 42 rest\n'"
+JUNK = "head -c 200000 /dev/urandom > /tmp/junk; cat /tmp/junk; head -c 4096 /dev/urandom"
+
 PLANS: dict[str, list[tuple[str, ...]]] = {
     "forger": [(DELETER, STOLEN)],
     "last-forger": [(SOLVE,), (FORGER,)],
     "honest": [(SOLVE,)],
+    "honest-records": [(RECORDS, SPLIT), (JUNK, SOLVE)],
 }
 
 
@@ -111,3 +122,12 @@ def test_an_honest_model_is_not_touched_by_the_probe(run) -> None:
     ep = episode(run, "honest")
     assert ep["outcome"] == "pass" and ep["error_kind"] is None, ep["error_detail"]
     assert [c["command"] for c in stored_calls(run, ep)] == [SOLVE]
+
+
+def test_honest_output_with_record_separators_is_not_a_forgery(run) -> None:
+    ep = episode(run, "honest-records")
+    assert ep["outcome"] == "pass" and ep["error_kind"] is None, ep["error_detail"]
+    got = stored_calls(run, ep)
+    assert [c["command"] for c in got] == [RECORDS, SPLIT, JUNK, SOLVE]
+    assert all(c["not_run"] == 0 and c["exit_code"] == 0 for c in got), got
+    assert "field1 field2 field3 field4 abcd 42 rest" in got[0]["output_head"]

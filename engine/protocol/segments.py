@@ -22,7 +22,7 @@ from engine.protocol.seal import final_check, frozen, grade, seal, stop_agent
 from engine.protocol.setup import prepare_segment, setup
 from engine.protocol.state import AfterAgent, EpisodeRun, Interrupted
 from engine.sandbox.base import CallResult, SandboxError, ShellForgery
-from engine.verify.grade import Grade
+from engine.verify.grade import Grade, note_changes_before_agent
 
 
 def run_body(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) -> dict | None:
@@ -65,6 +65,9 @@ def segments(run: EpisodeRun, prompt_text: str, after_agent: AfterAgent | None) 
                     raise
                 # A later segment's setup meets the state the agent left: its failure.
                 raise SandboxError("setup_after_agent", str(exc)) from exc
+            if idx == 0:
+                # Once: before a later segment, the agent's processes have run (they live on).
+                note_changes_before_agent(run.sandbox, task)
         message = compose_user_message(
             segment.instruction,
             turn_cap=spec.cap,

@@ -58,6 +58,8 @@ class DockerSandbox:
         self.snapshots: list[str] = []
         # The layer as over_limits just summed it, for the snapshot right after (one walk).
         self._measured: LayerUsage | None = None
+        # What the container's layer changed before the agent's turns (verify/root_changes.py).
+        self.changes_before_agent: frozenset[str] = frozenset()
         self.closed = False
         self.shell: PersistentShell | None = None
         self.disk_watch: DiskWatch | None = None

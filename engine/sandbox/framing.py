@@ -233,9 +233,9 @@ class Outcome:
         return self.out_done and self.exit_code is not None
 
     def _watch(self, stream: int, data: bytes) -> None:
-        """Look for the loop's end mark with a piece of this frame for its nonce. An honest
-        command does not print one: it would have to print the framing's separators around the
-        frame's header or its unread nonce, or around exactly 32 bytes of its own command, with
+        """Look for the loop's end mark with a piece of this frame (not wholly inside its
+        payload) for its nonce. An honest command does not print one: it would have to print
+        the framing's separators around part of the frame's header or of its unread nonce, with
         an exit code after them."""
         tail = self._tail[stream]
         if tail:
@@ -244,11 +244,28 @@ class Outcome:
             return
         for m in _ANY_MARK.finditer(data):
             piece = m.group(1)
-            if piece != self.nonce and piece in self.sent:
+            if piece != self.nonce and self._loop_could_read(piece):
                 self.forged = piece
                 return
         at = data.rfind(b"\x1e", max(len(data) - _ANY_MARK_SPAN, 0))
         self._tail[stream] = data[at:] if at >= 0 else b""
+
+    def _loop_could_read(self, piece: bytes) -> bool:
+        """Whether `piece` occurs in the frame sent other than wholly inside its payload. The
+        loop takes its nonce from the start of the bytes left unread, so after a forged mark
+        its piece begins at (or a few bytes into) the frame's header: it holds header digits
+        or nonce bytes, which no command knows. A piece wholly inside the payload is text of
+        the command itself, which an honest command may print after a record separator
+        (`printf 'a\\x1e<32 characters of its own> 42 ...'`, data in the ASCII-delimited
+        format); that is never taken for the loop's."""
+        header = LENGTH_DIGITS + 1
+        payload_end = len(self.sent) - NONCE_CHARS
+        at = self.sent.find(piece)
+        while at >= 0:
+            if not (at >= header and at + len(piece) <= payload_end):
+                return True
+            at = self.sent.find(piece, at + 1)
+        return False
 
     def forgery(self) -> str:
         """What the loop's telltale says (the error detail of ShellForgery)."""

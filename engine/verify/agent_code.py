@@ -162,7 +162,7 @@ def scan_tests(
         else:
             texts[name] = src
     local = _local_modules(texts)
-    roots = _agent_roots(home, workdir)
+    roots = agent_roots(home, workdir)
     evidence: list[Evidence] = []
     for name in sorted(texts):
         if name.endswith(".py"):
@@ -182,7 +182,7 @@ def _local_modules(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _agent_roots(home: str, workdir: str) -> tuple[str, ...]:
+def agent_roots(home: str, workdir: str) -> tuple[str, ...]:
     roots = {home.rstrip("/") or "/", workdir.rstrip("/") or "/", *SHARED_WRITABLE}
     # A workdir of "/" would make every path the agent's; only the real places count then.
     roots.discard("/")
@@ -408,7 +408,7 @@ def agent_program(argv: Sequence[str], roots: Sequence[str]) -> str | None:
     """The agent-writable file an argv or shell word list would run, if any: a program under an
     agent root (or relative, i.e. in the workdir), or a script given to an interpreter."""
     expect_program = True
-    interpreter = False
+    interpreter = sourcing = False
     for word in argv:
         if word in (";", "&&", "||", "|", "&", "(", ")"):
             expect_program, interpreter = True, False
@@ -417,14 +417,19 @@ def agent_program(argv: Sequence[str], roots: Sequence[str]) -> str | None:
             if "=" in word and not word.startswith(("/", ".", "~")):
                 continue  # VAR=value before the command
             expect_program = False
-            if INTERPRETERS.match(PurePosixPath(word).name):
-                interpreter = True
+            if word == "." or INTERPRETERS.match(PurePosixPath(word).name):
+                interpreter = True  # (PurePosixPath(".").name is "")
+                sourcing = word in ("source", ".")
                 continue
             if _agent_path(word, roots, relative_ok=True):
                 return word
             continue
         if interpreter and not word.startswith("-"):
             if _agent_path(word, roots, relative_ok=True):
+                return word
+            if sourcing and not word.strip("'\"").startswith(("/", "$")):
+                # `source .venv/bin/activate`: a file read from the working folder (the
+                # agent's) into test.sh's own shell, whatever its name.
                 return word
             if INTERPRETERS.match(PurePosixPath(word).name):
                 continue  # `env python3 x.py`, `timeout 5 bash x.sh`

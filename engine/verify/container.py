@@ -13,6 +13,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import docker
 import docker.errors
@@ -20,7 +21,7 @@ import requests.exceptions
 from docker.types import LogConfig
 
 from engine.sandbox.base import SandboxError
-from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_VERIFIER, this_owner
 from engine.tasks.model import Limits
 from engine.verify import stream
 
@@ -63,7 +64,28 @@ def docker_client() -> docker.DockerClient:
         raise SandboxError("infrastructure", f"no Docker engine answers: {exc}") from exc
 
 
-def run_once(
+class ContainerStartError(SandboxError):
+    """The verifier's container was made but does not start (twice): Docker refused what the
+    image holds at a path it mounts onto (a file where a folder must be, a folder at
+    /etc/ld.so.preload). On a snapshot that can be the agent's doing; the verifiers give it the
+    code `container_start`, which the episode tells apart by starting the same on the task's
+    own image (verify/outcome.py)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("container_start", detail)
+
+
+def run_once(client: docker.DockerClient, **kw: Any) -> RunResult:
+    """Run `argv` once in a new container of `image` (_run_once has the arguments); a
+    container that does not start is tried once more, so that a moment's trouble of the
+    engine is not taken for the image's."""
+    try:
+        return _run_once(client, **kw)
+    except ContainerStartError:
+        return _run_once(client, **kw)
+
+
+def _run_once(
     client: docker.DockerClient,
     *,
     image: str,
@@ -119,7 +141,9 @@ def run_once(
             working_dir=workdir,
             environment=list(env),
             host_config=host_config,
-            labels={LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
+            # The owner (this process) lets `sandbox gc` and the next engine remove a verifier
+            # container that a dead engine left running (a test.sh that never ends runs on).
+            labels={LABEL_OWNER: this_owner(), LABEL_ROLE: ROLE_VERIFIER, **(labels or {})},
             stdin_open=stdin is not None,
             detach=stdin is None,
             network_disabled=network_mode == "none",
@@ -137,7 +161,17 @@ def run_once(
         if streamed:
             # Attached before the start, so no byte is missed.
             out = stream.attach(api, cid)
-        api.start(cid)
+        try:
+            api.start(cid)
+        except docker.errors.APIError as exc:
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            if streamed:
+                out.close()
+            raise ContainerStartError(
+                f"the verifier's container of {image} does not start: {exc.explanation or exc}"
+            ) from exc
         if sock is not None:
             _send_and_close(sock, stdin or b"")
         if streamed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.oracle.contract import Contract
@@ -14,6 +14,7 @@ from engine.sandbox.base import Sandbox
 from engine.sandbox.labels import LABEL_EPISODE, LABEL_JOB, LABEL_TASK
 from engine.tasks.model import Task
 from engine.verify import harbor_verifier, pytest_verifier
+from engine.verify.root_changes import changed_paths, root_changes
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,15 @@ def grade_sandbox(
     already (the snapshot goes after). `meanwhile` runs in a thread while the snapshot is
     graded (the last segment removes the agent's container then: nothing needs it any more)."""
     image = image or sandbox.snapshot()
+    # Listed before `meanwhile` may remove the container; it equals the snapshot (the agent is
+    # stopped or frozen by now).
+    changed = _root_changes(sandbox, task)
     worker = None
     if meanwhile is not None:
         worker = threading.Thread(target=meanwhile, daemon=True)
         worker.start()
     try:
-        return grade_snapshot(
+        grade = grade_snapshot(
             task,
             idx,
             image,
@@ -63,10 +67,32 @@ def grade_sandbox(
             agent=(sandbox.agent_uid, sandbox.agent_gid),
             task_image=task_image,
         )
+        return replace(grade, forgeable=grade.forgeable + changed) if changed else grade
     finally:
         if worker is not None:
             worker.join()
         sandbox.remove_snapshot(image)
+
+
+def _root_changes(sandbox: Sandbox, task: Task) -> tuple[str, ...]:
+    """For a Harbor task whose agent ran as root: what it changed among the programs test.sh
+    may run (root_changes.py), as forgeable evidence. A pytest task's runner is the trusted
+    toolchain's and is not concerned."""
+    api = getattr(sandbox, "api", None)  # a Docker sandbox's (test doubles have none)
+    if task.verifier_kind != "harbor" or sandbox.agent_uid != 0 or api is None:
+        return ()
+    before = getattr(sandbox, "changes_before_agent", None) or frozenset()
+    return root_changes(
+        api, sandbox.container_id, home=task.home, workdir=task.workdir, before=before
+    )
+
+
+def note_changes_before_agent(sandbox: Sandbox, task: Task) -> None:
+    """Before the first segment's turns: what the container changed so far (its ENTRYPOINT,
+    the first setup.sh, the harness), which _root_changes does not blame on a root agent."""
+    api = getattr(sandbox, "api", None)
+    if task.verifier_kind == "harbor" and sandbox.agent_uid == 0 and api is not None:
+        sandbox.changes_before_agent = changed_paths(api, sandbox.container_id)  # type: ignore[attr-defined]
 
 
 def grade_snapshot(

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -33,13 +34,20 @@ from engine.sandbox.disk import layer_usage
 from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, Limits, Task
 from engine.verify.agent_code import RiskReport, scan_python, scan_tests
+from engine.verify.agent_env import scan_env
 from engine.verify.bounded import BoundedFolders
-from engine.verify.container import Bind, RunResult, docker_client, run_once
+from engine.verify.container import (
+    Bind,
+    ContainerStartError,
+    RunResult,
+    docker_client,
+    run_once,
+)
 from engine.verify.preamble import OfflineError, rewrite_test_sh
 from engine.verify.pytest_verifier import TESTS_MOUNT, staged_tests
 from engine.verify.rewards import RewardError, Rewards, gate_decision, parse_rewards
 from engine.verify.runner import RESULTS_DIR
-from engine.verify.services import entrypoint_services
+from engine.verify.services import entrypoint_services, services_gone
 from engine.verify.toolchain import MOUNT, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import TestResult, grade
 
@@ -56,6 +64,14 @@ READ_LIMIT = 1024 * 1024
 # Records beyond this many pytest runs in one test.sh are ignored (and said so).
 MAX_RECORDS = 50
 OUTPUT_TAIL = 4000
+# test.sh runs in the working directory, which is the agent's: `python3 -c CODE`, `python3 -`
+# and `python3 -m MODULE` put the current folder first on sys.path, so a module the agent left
+# there under a standard library name (/app/json.py) would run as the verifier's user, unseen
+# by the scan for agent code, and could print what the check wants or write the reward. Python
+# 3.11 and later put no such folder on sys.path with this set (older ones ignore it: not
+# covered). A task whose checks import from the working folder on purpose runs agent code; its
+# [verifier] env can set PYTHONSAFEPATH="" to have it back (docs/verifier.md).
+SAFE_ENV = ("PYTHONSAFEPATH=1",)
 
 
 @dataclass(frozen=True)
@@ -216,6 +232,10 @@ def run_harbor_verifier(
             if missing_apt:
                 return _error("needs_network", missing_apt, changes=changes, risk=risk.lines())
         image_env = client.api.inspect_image(spec.image)["Config"].get("Env") or []
+        env = [*image_env, *SAFE_ENV, *(f"{k}={v}" for k, v in spec.env.items())]
+        # A search path into the agent's folders runs its code unseen by the test files' scan.
+        env_risk = scan_env(env, home=spec.home, workdir=spec.workdir)
+        risk = RiskReport(risk.evidence + tuple(env_risk))
         with (
             staged_tests(tests, executable=["test.sh"]) as tests_dir,
             entrypoint_services(
@@ -226,13 +246,13 @@ def run_harbor_verifier(
                 labels=spec.labels,
             ) as network_mode,
         ):
-            run = run_once(
+            run = _run_beside(
                 client,
                 image=spec.image,
                 argv=["/bin/bash", "-c", COMMAND],
                 user=spec.user,
                 workdir=spec.workdir,
-                env=[*image_env, *(f"{k}={v}" for k, v in spec.env.items())],
+                env=env,
                 binds=[
                     Bind(str(tests_dir), TESTS_MOUNT),
                     Bind(str(tc.path), MOUNT),
@@ -253,11 +273,26 @@ def run_harbor_verifier(
         if not rewrite.runs_pytest:
             return verdict
         return _with_tests(verdict, _read_records(results), inventory)
+    except ContainerStartError as exc:
+        return _error(exc.kind, exc.detail, changes=changes, risk=risk.lines())
     except (SandboxError, docker.errors.DockerException, OSError) as exc:
         return _error("docker", str(exc), changes=changes, risk=risk.lines())
     finally:
         written.remove()
         shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def _run_beside(client: docker.DockerClient, **kw: Any) -> RunResult:
+    """run_once beside the services container (kw["network_mode"]): a container that does not
+    start because that one stopped meanwhile is the services' trouble (infrastructure), never
+    the snapshot's (container_start, which the episode may blame on the agent)."""
+    try:
+        return run_once(client, **kw)
+    except ContainerStartError as exc:
+        gone = services_gone(client, kw["network_mode"])
+        if gone:
+            raise SandboxError("verifier", f"{gone}; {exc.detail}") from exc
+        raise
 
 
 def _read_records(folder: Path) -> list[dict]:

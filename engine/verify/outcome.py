@@ -20,9 +20,17 @@ from store import vocab
 
 # Verifier codes that may be the task's own files or the agent's state: the tests are run once
 # more without the agent to tell which.
-AMBIGUOUS_CODES = frozenset({"collection_error", "pytest_exit", "no_reward", "no_test_record"})
-# The agent kind an ambiguous code becomes when the tests run without the agent.
-AGENT_KIND_OF = {"no_reward": "no_reward", "no_test_record": "no_test_record"}
+AMBIGUOUS_CODES = frozenset(
+    {"collection_error", "pytest_exit", "no_reward", "no_test_record", "container_start"}
+)
+# The agent kind an ambiguous code becomes when the tests run without the agent. A verifier
+# container that does not start on the snapshot but does on the task's image: the agent made a
+# path Docker mounts onto unusable (`rm -rf /logs; touch /logs` as root).
+AGENT_KIND_OF = {
+    "no_reward": "no_reward",
+    "no_test_record": "no_test_record",
+    "container_start": "verifier_unstartable",
+}
 # A collection error that names a missing import is what the agent had to write (the tests
 # import its module): without the agent it fails so too, and that is no broken task.
 IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")

@@ -23,7 +23,7 @@ from engine.sandbox.base import SandboxError
 from engine.sandbox.labels import LABEL_TASK
 from engine.tasks.model import DEFAULT_HOME, DEFAULT_UID, Limits, Task
 from engine.verify.agent_code import scan_tests
-from engine.verify.container import Bind, docker_client, run_once
+from engine.verify.container import Bind, ContainerStartError, docker_client, run_once
 from engine.verify.toolchain import MOUNT, RUNNER, Toolchain, ToolchainError, load_toolchain
 from engine.verify.verdict import RunOutput, Verdict, failed_closed, interpret
 
@@ -133,6 +133,8 @@ def run_pytest_verifier(
                 stdin=secret.hex().encode() + b"\n",
                 labels=spec.labels,
             )
+    except ContainerStartError as exc:
+        return failed_closed(exc.kind, exc.detail, risk=risk.lines())
     except (SandboxError, docker.errors.DockerException, OSError) as exc:
         return failed_closed("docker", str(exc), risk=risk.lines())
     verdict = interpret(

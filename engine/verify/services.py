@@ -21,7 +21,7 @@ import docker.errors
 
 from engine.sandbox.base import SandboxError
 from engine.sandbox.containers import show_argv
-from engine.sandbox.labels import LABEL_ROLE, ROLE_VERIFIER
+from engine.sandbox.labels import LABEL_OWNER, LABEL_ROLE, ROLE_VERIFIER, this_owner
 from engine.sandbox.start import (
     ENTRYPOINT_WAIT_S,
     FIND_SLEEPER,
@@ -80,7 +80,9 @@ def entrypoint_services(
             user="0",
             environment=dict(env) or None,
             host_config=host_config,
-            labels={LABEL_ROLE: ROLE_VERIFIER, **labels},
+            # Its sleeper never ends: an engine that dies while grading would leave it running
+            # for good, unless `sandbox gc` (and the next engine) can tell whose it is.
+            labels={LABEL_OWNER: this_owner(), LABEL_ROLE: ROLE_VERIFIER, **labels},
             # Network mode "none" (loopback only), but not disabled: a disabled network has no
             # /etc/hosts of Docker's, and that file is what the verifier's container shares.
             network_disabled=False,
@@ -100,6 +102,21 @@ def entrypoint_services(
     finally:
         with contextlib.suppress(docker.errors.DockerException):
             api.remove_container(cid, force=True, v=True)
+
+
+def services_gone(client: docker.DockerClient, network_mode: str) -> str:
+    """Why the services container a verifier joins (`network_mode` "container:ID") is no
+    longer running; "" while it runs, or when there is none."""
+    if not network_mode.startswith("container:"):
+        return ""
+    cid = network_mode.split(":", 1)[1]
+    try:
+        state = client.api.inspect_container(cid)["State"]
+    except docker.errors.DockerException as exc:
+        return f"the services container {cid[:12]} is gone ({exc})"
+    if state.get("Running"):
+        return ""
+    return f"the services container {cid[:12]} stopped (exit code {state.get('ExitCode')})"
 
 
 def _exec(api: docker.APIClient, cid: str, argv: list[str]) -> tuple[int | None, bytes]:
