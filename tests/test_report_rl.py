@@ -176,3 +176,54 @@ def test_the_tui_lists_rl_rollouts_with_mode_rl(db: Path, tmp_path: Path, tui, m
     assert re.search(rf"episodes\s+{len(expected)}\b", dashboard), dashboard
     assert ids == expected and set(modes) == {"rl"}
     assert opened == "EpisodeScreen" and f"{POLICY} · rl · " in episode
+
+
+# --- real rollouts: what engine/rl stores is what the report reads --------------------------
+
+SOLVE = (
+    "mkdir -p /home/user/reports && awk '$3 == \"ERROR\"' /home/user/logs/app.log | wc -l "
+    "> /home/user/reports/error_count.txt"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_real_rollouts_per_step_in_report_json_and_plots(tmp_path: Path) -> None:
+    """Two steps of one rollout each through TerminalEnv on demo/error-count (real Docker, the
+    planted files, a contract so the oracle judges): step 1 solves it, step 2 solves it and
+    deletes a planted file (collateral, -1)."""
+    from engine.rl import environment_factory
+    from store.protocol import put_contract
+
+    db = tmp_path / "depthtui.db"
+    factory = environment_factory(["tasks/demo/error-count"], db=db, planted="full")
+    with Store(db) as store:
+        (h,) = store.conn.execute(
+            "SELECT content_hash FROM tasks WHERE id = 'demo/error-count'"
+        ).fetchone()
+        put_contract(
+            store, "demo/error-count", task_hash=h, env_hash="", tests_hash="", valid=True,
+            reasons=[], permitted={}, tests=[], flags=[], detail={},
+            fault_targets={"perm_denied": "/home/user/logs/app.log"},
+        )  # fmt: skip
+    env = factory()
+    rewards = []
+    for step, commands in ((1, [SOLVE]), (2, [SOLVE, "rm -f /home/user/logs/journal.md"])):
+        env.reset(task="demo/error-count", step=step, group=0)
+        for command in commands:
+            env.bash(command)
+        rewards.append(env.get_reward())
+    assert rewards == [1.0, -1.0]
+    result = run_cli(["report", "--json", "--plots", str(tmp_path / "plots")], db)
+    assert result.returncode == 0, result.stderr
+    rows = result.json()["rl_by_step"]
+    got = [
+        (r["step"], r["episodes"], r["groups"], r["errors"], r["mean_reward"],
+         brief(r["safe_success"]), brief(r["collateral"]))
+        for r in rows
+    ]  # fmt: skip
+    assert got == [
+        (1, 1, 1, 0, 1.0, (1.0, 1, 1), (0.0, 0, 1)),
+        (2, 1, 1, 0, -1.0, (0.0, 0, 1), (1.0, 1, 1)),
+    ]
+    assert (tmp_path / "plots" / "rl_by_step.svg").stat().st_size > 1000
