@@ -129,3 +129,20 @@ def repeat_runs(conn: sqlite3.Connection, modes: tuple[str, ...]) -> list[dict]:
     for row in rows:
         row["transcript"] = digests[row["id"]].hexdigest()
     return rows
+
+
+def rl_rollouts(conn: sqlite3.Connection, model: str | None = None) -> list[dict]:
+    """Finished `rl` episodes (newest task content), each with the trainer's step and group
+    index from its spec (`spec.rollout`, engine/rl); None where the trainer gave none."""
+    sql = (
+        "SELECT e.id, e.task_id, e.agent, e.outcome, e.reward, e.safe_success, e.collateral, "
+        "json_extract(e.spec_json, '$.spec.rollout.step') AS step, "
+        "json_extract(e.spec_json, '$.spec.rollout.group') AS rollout_group "
+        "FROM episodes e JOIN tasks t ON t.id = e.task_id AND t.content_hash = e.task_hash "
+        "WHERE e.status = 'done' AND e.mode = 'rl'"
+    )
+    params: list = []
+    if model is not None:
+        sql += " AND e.agent = ?"
+        params.append(model)
+    return _rows(conn, sql + " ORDER BY e.id", params)

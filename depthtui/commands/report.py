@@ -1,5 +1,6 @@
 """`depthtui report`: N, D, W per task and dataset, pass@1 per model, the headline depth figures,
-safety and recovery rates with 95% intervals; as tables, one JSON document, files and plots."""
+safety and recovery rates with 95% intervals, reward, safe success and collateral per training
+step of `rl` rollouts; as tables, one JSON document, files and plots."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from depthtui.commands.common import DbOption, JsonOption, console, fail, print_
 from engine.analysis.report import cost_text
 from engine.analysis.report import figure_text as _fmt
 from engine.analysis.report import rate_text as _rate
-from engine.analysis.report_rows import Report, SearchEstimate
+from engine.analysis.report_rows import Report, RLStepRow, SearchEstimate
 
 
 def print_report(report: Report, json_out: bool) -> None:
@@ -131,6 +132,8 @@ def print_report(report: Report, json_out: bool) -> None:
                 str(s.errors),
             )
         console.print(safety)
+    if report.rl_by_step:
+        print_rl_by_step(report.rl_by_step)
     if report.recovery_depth:
         rec = Table(title="Recovery depth (turns a fault adds)", title_justify="left")
         for col in ("task", "fault", "D clean", "D fault", "added"):
@@ -172,7 +175,14 @@ def print_report(report: Report, json_out: bool) -> None:
         )
     if report.verifier:
         print_verifier_audit(report.verifier)
-    if not (measured or report.models or report.safety or report.checks or report.verifier):
+    if not (
+        measured
+        or report.models
+        or report.safety
+        or report.checks
+        or report.verifier
+        or report.rl_by_step
+    ):
         console.print("Nothing measured yet: run `depthtui check`, `free`, `ladder` or `episodes`.")
 
 
@@ -195,6 +205,42 @@ def print_verifier_audit(rows: tuple[Any, ...]) -> None:
             muts or "[dim]no graded file[/]",
             f"{r.suspects}" + (f" ({why})" if why else ""),
             (f"the judge says: {said}" if said else "[dim]-[/]"),
+        )
+    console.print(table)
+
+
+def print_rl_by_step(rows: tuple[RLStepRow, ...]) -> None:
+    """Reward, safe success and collateral per training step of `rl` rollouts, with what each
+    figure is over: the rollouts counted and the errors left out (engine/analysis/rl_steps.py)."""
+    table = Table(
+        title="RL training per step (rollouts; errors: infra/task_broken left out, counted)",
+        title_justify="left",
+    )
+    for col in (
+        "model",
+        "step",
+        "rollouts",
+        "tasks",
+        "mean reward",
+        "safe success",
+        "collateral",
+        "agent errors",
+        "errors",
+    ):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        table.add_row(
+            r.model,
+            "-" if r.step is None else str(r.step),
+            str(r.episodes),
+            str(r.tasks),
+            _fmt(r.mean_reward, 3),
+            _rate(r.safe_success),
+            _rate(r.collateral),
+            str(r.agent_errors),
+            f"{r.errors} ({r.infra_errors} infra, {r.task_broken} task_broken)"
+            if r.errors
+            else "0",
         )
     console.print(table)
 
@@ -230,7 +276,8 @@ def write_out(report: Report, out: Path, conn: Any) -> list[Path]:
     written = [out / "summary.json"]
     ids = {t.id for t in report.tasks}
     by_model: dict[str, list[dict]] = {}
-    for e in q.done_episodes(conn, ("check", "free", "ladder", "audit", "episodes", "validate")):
+    modes = ("check", "free", "ladder", "audit", "episodes", "validate", "rl")
+    for e in q.done_episodes(conn, modes):
         if e["task_id"] in ids:
             by_model.setdefault(e["agent"], []).append(e)
     for model, rows in sorted(by_model.items()):
@@ -273,8 +320,8 @@ def report(
 ) -> None:
     """Report N, D, W per task and dataset, pass@1 per model, the share of solved tasks with
     D <= 3, the rank partial correlation of depth with pass rate given work, and safety and
-    recovery rates with task-cluster bootstrap 95% intervals. Says whether measurement has
-    finished."""
+    recovery rates with task-cluster bootstrap 95% intervals, and reward, safe success and
+    collateral per training step of `rl` rollouts. Says whether measurement has finished."""
     from depthtui.commands.common import open_store
     from engine.analysis.plots import write_plots
     from engine.analysis.report import build

@@ -29,10 +29,11 @@ def colours_for(names: Iterable[str]) -> dict[str, str]:
 
 
 def report_models(report: dict[str, Any]) -> list[str]:
-    """Every model a report's figures name: pass@1, pass by cap and safety."""
+    """Every model a report's figures name: pass@1, pass by cap, safety and RL steps."""
     names = {m["model"] for m in report.get("models") or []}
     names |= {r["model"] for r in report.get("pass_by_cap") or []}
     names |= {r["model"] for r in report.get("safety") or []}
+    names |= {r["model"] for r in report.get("rl_by_step") or []}
     return sorted(names)
 
 

@@ -8,7 +8,10 @@
 - depth_histogram: how many solved tasks sit at each cap (whole-number ticks, counts on bars);
 - pass_by_cap: pass rate of capped runs per model and cap;
 - safe_success: safe-success rate (with its 95% interval) per fault family, a bar per model and
-  prompt arm.
+  prompt arm;
+- rl_by_step: mean reward, safe success and collateral (rates with their 95% intervals) of `rl`
+  rollouts per training step, a colour per policy and a line style per figure; with one policy
+  each step's tick says how many rollouts it is over.
 
 A model has one colour in every figure (engine/analysis/palette.py, colour-blind safe), and
 legends sit outside the axes, never on the data.
@@ -50,6 +53,7 @@ def figures(report: dict[str, Any], reference_group: str = "synthetic") -> dict[
         ("depth_histogram", lambda f: _depth_histogram(f, report)),
         ("pass_by_cap", lambda f: _pass_by_cap(f, report)),
         ("safe_success", lambda f: _safe_success(f, report)),
+        ("rl_by_step", lambda f: _rl_by_step(f, report)),
     ):
         fig = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
         if draw(fig):
@@ -234,4 +238,56 @@ def _safe_success(fig: Figure, report: dict[str, Any]) -> bool:
     ax.set_ylabel("safe success")
     ax.set_title("Safe success by fault family (95% CI over tasks)")
     _legend_outside(fig, ax, "model" if len(prompts) == 1 else "model / prompt")
+    return True
+
+
+# (key, label, line style, marker, shift) of each figure of a training step; the two rates are
+# shifted apart along the step axis (by `shift` times its span) so their intervals never overlap
+_RL_SERIES = (
+    ("mean_reward", "mean reward", "-", "o", 0.0),
+    ("safe_success", "safe success", "--", "s", -0.012),
+    ("collateral", "collateral", ":", "^", 0.012),
+)
+
+
+def _rl_by_step(fig: Figure, report: dict[str, Any]) -> bool:
+    # Rollouts without a step (or whose every one was an infra error) have no place on the axis.
+    rows = [r for r in report.get("rl_by_step") or [] if r["step"] is not None and r["episodes"]]
+    if not rows:
+        return False
+    from matplotlib.ticker import MaxNLocator
+
+    ax = fig.add_subplot()
+    colour = model_colours(report)
+    models = sorted({r["model"] for r in rows})
+    span = max(1, max(r["step"] for r in rows) - min(r["step"] for r in rows))
+    for model in models:
+        mine = sorted((r for r in rows if r["model"] == model), key=lambda r: r["step"])
+        for key, label, style, marker, shift in _RL_SERIES:
+            steps = [r["step"] + shift * span for r in mine]
+            name = label if len(models) == 1 else f"{model} {label}"
+            if key == "mean_reward":
+                ax.plot(steps, [r[key] for r in mine], linestyle=style, marker=marker,
+                        color=colour[model], label=name)  # fmt: skip
+                continue
+            values = [r[key]["value"] for r in mine]
+            lows = [v - r[key]["ci95"][0] for v, r in zip(values, mine, strict=True)]
+            highs = [r[key]["ci95"][1] - v for v, r in zip(values, mine, strict=True)]
+            ax.errorbar(
+                steps, values, yerr=[lows, highs], linestyle=style, marker=marker, capsize=2,
+                color=colour[model], elinewidth=0.8, label=name, markersize=5,
+            )  # fmt: skip
+    ax.axhline(0, color="0.8", linewidth=0.8, zorder=0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+    if len(models) == 1:
+        # what each step's figures are over, under its tick
+        ticks = sorted({r["step"] for r in rows})
+        counts = {r["step"]: r["episodes"] for r in rows}
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{s}\nn={counts[s]}" for s in ticks], fontsize=7)
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_xlabel("training step" + (" (n: rollouts counted)" if len(models) == 1 else ""))
+    ax.set_ylabel("reward / rate")
+    ax.set_title("RL rollouts per training step (rates: 95% CI over tasks)")
+    _legend_outside(fig, ax, "figure" if len(models) == 1 else "policy / figure")
     return True

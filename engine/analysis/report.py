@@ -1,5 +1,6 @@
 """The report: per-task and per-dataset N, D, W and model estimates, pass@1 per model, the
-headline depth figures, and safety/recovery rates with task-cluster bootstrap intervals, and the
+headline depth figures, safety/recovery rates with task-cluster bootstrap intervals, reward,
+safe success and collateral per training step of `rl` rollouts, and the
 few helpers that say a figure as text.
 
 Built from the store alone, so a report can be printed at any time, from any process, and says
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.analysis import depth_figures as depth
+from engine.analysis import rl_steps, verifier_audit
 from engine.analysis import run_rates as rates
-from engine.analysis import verifier_audit
 from engine.analysis.report_rows import (
     DatasetRow,
     Forgeable,
@@ -73,6 +74,9 @@ def build(
             ]
         ),
         verifier=verifier_audit.rows(conn, wanted),
+        rl_by_step=rl_steps.by_step(
+            [r for r in q.rl_rollouts(conn, model) if r["task_id"] in wanted]
+        ),
     )
 
 

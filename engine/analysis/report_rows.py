@@ -181,6 +181,26 @@ class SafetyRow(_Part):
 
 
 @dataclass(frozen=True)
+class RLStepRow(_Part):
+    """One training step of one policy's `rl` rollouts (engine/rl): what the rollouts scored.
+    Infrastructure errors and broken tasks are left out of every figure and counted apart;
+    an agent error is a rollout that failed and counts (docs/outcomes.md)."""
+
+    model: str
+    step: int | None  # the trainer's step; None: rollouts whose trainer gave no step
+    episodes: int  # the rollouts every figure of the row is over
+    tasks: int
+    groups: int  # distinct group indices (rollouts per step, as the trainer numbered them)
+    errors: int  # left out of the figures: infra_errors + task_broken
+    agent_errors: int  # counted, as failures
+    infra_errors: int
+    task_broken: int
+    mean_reward: float | None
+    safe_success: Rate
+    collateral: Rate
+
+
+@dataclass(frozen=True)
 class CheckRow(_Part):
     task: str
     oracle_passed: bool | None
@@ -226,3 +246,5 @@ class Report(_Part):
     repeats: tuple[RepeatRow, ...]
     # The verifier audit (engine/analysis/verifier_audit.py): mutations, suspects, reviews.
     verifier: tuple[Any, ...] = ()
+    # Per training step of `rl` rollouts (engine/analysis/rl_steps.py).
+    rl_by_step: tuple[RLStepRow, ...] = ()
