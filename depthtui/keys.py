@@ -70,6 +70,11 @@ class KeyOrder(App[None]):
         # an unbound key that bubbled back after the screen changed: the screen it was typed
         # for is gone, and it is not run on the new one
         sent_to = self._key_screens.pop(id(event), None)
+        # Textual calls the `_on_key` of every class in the app's MRO in turn, unless the event's
+        # default is prevented: without this, App._on_key ran after the returns below anyway (a
+        # key bubbling back while the app quits raised ScreenStackError; one typed for a screen
+        # that is gone ran on the new one), and after super()._on_key a second time.
+        event.prevent_default()
         try:
             screen = self.screen
         except ScreenStackError:  # shutting down

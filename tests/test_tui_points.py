@@ -21,7 +21,7 @@ from depthtui.screens.jobs import JobsScreen
 from depthtui.screens.launch import LaunchScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
-from depthtui.widgets.ladder_grid import LadderGridView
+from depthtui.widgets.ladder_grid import LadderGridView, cell_text
 from depthtui.widgets.messages import Launch, OpenEpisode, OpenTask
 from store import episodes as ep
 from store import views
@@ -104,6 +104,11 @@ def test_a_task_whose_free_runs_all_failed_shows_them_and_why_there_is_no_d(
 
 
 # --------------------------------------------------------------------------- point 4
+
+
+def test_a_grid_cell_shows_outcomes_the_legend_has_no_mark_for() -> None:
+    # a free run of a broken task (outcome `broken`) once raised KeyError and took the grid down
+    assert str(cell_text(["pass", "broken", "error"], implied=False)) == "✓b!"
 
 
 def test_the_launch_command_names_the_store_given_by_the_global_db_option(

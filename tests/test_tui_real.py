@@ -33,7 +33,7 @@ from depthtui.screens.search import SearchScreen
 from depthtui.screens.task_detail import TaskDetailScreen
 from depthtui.screens.tasks import TasksScreen
 from depthtui.screens.triage import TriageScreen
-from depthtui.widgets.ladder_grid import LadderGridView
+from depthtui.widgets.ladder_grid import LadderGridView, grid_notes
 from depthtui.widgets.messages import OpenEpisode
 from engine.jobs.launch import stop_engines
 from store import jobs, queue, triage, views
@@ -167,7 +167,9 @@ def test_dashboard_and_reports_show_the_report_commands_figures(tui, real_db: Pa
 # --------------------------------------------------------------------------- tasks and ladders
 
 
-def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path) -> None:
+def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(
+    tui, real_db: Path, real_store: RealStore
+) -> None:
     report = cli_report(real_db)
     depth = {t["id"]: t["D"] for t in report["tasks"]}
     conn = open_reader(real_db)
@@ -207,9 +209,21 @@ def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path
         title = plain(detail.query_one("#task-title", Static))
         assert f"W 2  N 2  D {depth[EC]}  measured" in title
         view = detail.query_one(LadderGridView)
-        # the protocol's own summary row is the task's D, not a model
-        assert [str(k.value) for k in view.rows] == ["alpha", "beta"]
+        # the protocol's own summary row is the task's D, not a model; after the ladder's models
+        # come those with free runs only (`free` on this task: sloppy, flaky), whose row shows
+        # their uncapped runs and why they have no D (issue 29 point 3)
+        assert [str(k.value) for k in view.rows] == ["alpha", "beta", "sloppy", "flaky"]
         cells = {str(k.value): [str(c) for c in view.get_row(k)] for k in view.rows}
+        assert cells["sloppy"][-2:] == ["✓", "–"] and set(cells["sloppy"][1:-2]) == {"·"}
+        assert cells["flaky"][-2:] == ["!" * len(real_store.flaky), "–"]
+        notes = [n for n in grid_notes(grid, EC) if n.startswith(("sloppy", "D – for sloppy"))]
+        assert notes[0].startswith(f"sloppy: uncapped (free) runs only; `depthtui ladder {EC}")
+        # flaky's endpoint failed: no run of the model's failed, so "none passed" is not said
+        notes = [n for n in grid_notes(grid, EC) if n.startswith("D – for flaky")]
+        assert notes == [
+            f"D – for flaky: its free runs ended in infrastructure errors ({len(real_store.flaky)} "
+            "tries), no result of the model's: no N yet (`depthtui jobs` shows the error)."
+        ]
         # alpha: cap 1 hit twice, caps from N = 2 implied (look and the batch; the closing
         # reply is no turn: docs/work-and-turns.md), two uncapped passes
         assert cells["alpha"][1:4] == ["⊘⊘", "○", "○"] and cells["alpha"][-2:] == ["✓✓", "2"]
@@ -224,7 +238,8 @@ def test_tasks_filter_sort_and_the_ladder_grid_opens_its_runs(tui, real_db: Path
         assert replay.episode_id == grid.cells[("alpha", 1)][-1].episode_id
         assert replay.info.cap == 1 and replay.info.outcome == "cap"
         head = plain(replay.query_one("#episode-head", Static))
-        assert " cap " in head and "alpha · ladder · cap 1" in head
+        # (the header names the prompt arm too: issue 29 point 6)
+        assert " cap " in head and "alpha · ladder · prompt general · cap 1" in head
         await pilot.press("escape")
         assert app.screen is detail
         # ] walks the tabs; the contract holds the fault targets `validate` froze

@@ -8,6 +8,7 @@ the engine's heartbeat thread writes them; the idle stop runs the real engine pr
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -204,6 +205,38 @@ def test_a_key_typed_while_the_launch_form_opens_goes_to_the_form(tui, tui_db: P
         assert [type(s).__name__ for s in app.screen_stack] == ["TasksScreen", "LaunchScreen"]
 
     drive(tui, tui_db, flow)
+
+
+class CountingApp(DepthApp):
+    """The app with a `key_z` handler, as an app's own key method: it counts its runs."""
+
+    CSS_PATH = str(Path(sys.modules[DepthApp.__module__].__file__).with_name("app.tcss"))
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.z_runs = 0
+
+    def key_z(self) -> None:
+        self.z_runs += 1
+
+
+def test_an_unbound_key_that_bubbles_back_to_the_app_is_handled_once(tui, tui_db: Path) -> None:
+    # Textual calls the `_on_key` of every class in the app's MRO: the key order's own decision
+    # (run it once, or not at all for a screen that is gone or while the app quits, where
+    # App._on_key raised ScreenStackError on the empty stack) was followed by App._on_key anyway
+    async def main() -> None:
+        app = CountingApp(tui_db, poll_seconds=0.05, start_engine=False)
+        async with app.run_test(size=tui.size) as pilot:
+            await tui.settle(pilot)
+            await pilot.press("z")
+            await tui.settle(pilot)
+            assert app.z_runs == 1
+            type_fast(app, "z", "z")
+            assert await tui.until(pilot, lambda: app.z_runs >= 3)
+            await pilot.pause(0.2)
+            assert app.z_runs == 3
+
+    asyncio.run(main())
 
 
 def test_the_first_episode_opened_finds_its_screen_built_ahead(tui, synthetic_db: Path) -> None:

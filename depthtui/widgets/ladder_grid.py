@@ -35,7 +35,10 @@ LEGEND = Text.assemble(
 def cell_text(outcomes: list[str], implied: bool) -> Text:
     if not outcomes:
         return Text("○", style="green") if implied else Text("·", style="dim")
-    return Text.assemble(*[(MARKS[o][0], MARKS[o][1]) for o in outcomes])
+    # outcome() has words beyond the legend's (broken: a task_broken run, interrupted): shown by
+    # their first letter, not a KeyError that takes the grid down (free runs of any verb show)
+    marks = [MARKS.get(o, (o[:1] or "?", "bold magenta")) for o in outcomes]
+    return Text.assemble(*[(mark, style) for mark, style in marks])
 
 
 def grid_notes(grid: LadderGrid, task_id: str = "TASK") -> list[str]:
@@ -58,7 +61,15 @@ def grid_notes(grid: LadderGrid, task_id: str = "TASK") -> list[str]:
                 f"uncapped run); caps of {est.n_turns} and more count as passed (○), not run."
             )
         only_free = not capped and uncapped and all(r.outcome != "running" for r in uncapped)
-        if est is None and only_free and not any(r.outcome == "pass" for r in uncapped):
+        if est is None and only_free and all(r.outcome == "error" for r in uncapped):
+            # an infrastructure error is no failure of the model's (left out of rates): its
+            # tries say nothing yet about whether it can do the task
+            notes.append(
+                f"D – for {model}: its free run{'s' if len(uncapped) != 1 else ''} ended in "
+                f"infrastructure errors ({len(uncapped)} tr{'ies' if len(uncapped) != 1 else 'y'}"
+                "), no result of the model's: no N yet (`depthtui jobs` shows the error)."
+            )
+        elif est is None and only_free and not any(r.outcome == "pass" for r in uncapped):
             notes.append(
                 f"D – for {model}: no uncapped run passed ({len(uncapped)} free run"
                 f"{'s' if len(uncapped) != 1 else ''}, none passed), so there is no N and no "
