@@ -115,7 +115,7 @@ def counts(agent):
     malformed = db.execute("SELECT count(*) FROM turns t JOIN episodes e ON e.id = t.episode_id "
                            "WHERE e.agent = ? AND t.format_error IS NOT NULL", (agent,)).fetchone()[0]
     replies, cached, done_tok, ms = db.execute(
-        "SELECT count(*), sum(cached_tokens), sum(completion_tokens), sum(latency_ms) FROM turns t "
+        "SELECT count(*), sum(t.cached_tokens), sum(t.completion_tokens), sum(t.latency_ms) FROM turns t "
         "JOIN episodes e ON e.id = t.episode_id WHERE e.agent = ?", (agent,)).fetchone()
     rate = (done_tok or 0) / ((ms or 1) / 1000)
     print(f"{agent}: {replies} replies, {parsed} calls parsed and run, {malformed} malformed, "
