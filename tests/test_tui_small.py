@@ -5,13 +5,15 @@ store (tests/fixtures_tui.py)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from textual.widgets import Select, SelectionList
+from textual.widgets import DataTable, Select, SelectionList
 
 from depthtui.app import DepthApp
 from depthtui.screens.launch import LaunchScreen
+from depthtui.screens.tasks import STATUSES
 from depthtui.widgets.messages import Launch
 from store.db import open_reader
 from tests.conftest import ROOT
@@ -59,3 +61,51 @@ def test_the_launch_form_names_the_measurement_model_in_the_form(tui, tui_db: Pa
         assert "measurement model" not in tui.text(app)
 
     drive(tui, tui_db, flow, size=(120, 60))
+
+
+LONG_TASK = "terminal-bench-core-sample/reconcile-the-quarterly-ledgers-001"
+
+
+def _rename_task(db: Path, old: str, new: str) -> None:
+    """A long task id and dataset, as imported datasets have (the synthetic ones are short)."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(
+            "UPDATE tasks SET id = ?, dataset = ? WHERE id = ?", (new, new.split("/")[0], old)
+        )
+        for table in ("segments", "episodes", "contracts", "estimates", "reviews"):
+            conn.execute(f"UPDATE {table} SET task_id = ? WHERE task_id = ?", (new, old))
+    conn.close()
+
+
+def test_name_columns_stay_readable_at_100_columns(tui, synthetic_db: Path) -> None:
+    _rename_task(synthetic_db, "demo/log-errors-001", LONG_TASK)
+    conn = open_reader(synthetic_db)
+    task_ids = [r[0] for r in conn.execute("SELECT id FROM tasks")]
+    conn.close()
+
+    async def flow(app: DepthApp, pilot) -> None:
+        await pilot.press("2")
+        await tui.settle(pilot)
+        text = tui.text(app)
+        # The long id keeps at least 24 cells, and every row still shows its status column.
+        last_words = {s.split()[-1] for s in STATUSES}
+        assert LONG_TASK in task_ids
+        for task in task_ids:
+            [line] = [ln for ln in text.splitlines() if task[:24] in ln]
+            assert line.rstrip().split()[-1] in last_words, line
+        await pilot.press("3")
+        await tui.settle(pilot)
+        table = app.screen.query_one("#triage", DataTable)
+        assert table.row_count
+        lines = tui.text(app).splitlines()
+        for row_key in table.rows:
+            item = app.screen.items[row_key.value]
+            [line] = [ln for ln in lines if ln.startswith(f" {item.episode_id} ")]
+            # The name columns are read whole (or, for a long id, its first 24 cells).
+            assert item.task_id[:24] in line, (line, item.task_id)
+            assert f" {item.agent[:12]}" in line, (line, item.agent)
+            assert len(line) <= 100
+
+    drive(tui, synthetic_db, flow, size=(100, 30))
