@@ -148,6 +148,7 @@ class DepthApp(KeyOrder, App[None]):
         self.table_versions: dict[str, int] = {}
         self._data_version = data_version(self.conn)
         self._sign_conn = open_reader(self.db_path)  # the signature worker's own
+        self._sign_lock = threading.Lock()
         self._signature: Signature | None = None  # taken by the first worker (off start-up)
         self._engines: dict[str, tuple[str, str, int]] = {}
         self._signing = False  # a signature worker is out: polls wait for it
@@ -291,8 +292,9 @@ class DepthApp(KeyOrder, App[None]):
     def _sign(self) -> None:
         """The store's signature, off the UI thread (it scans the episodes' columns)."""
         try:
-            taken: Signature | None = signature(self._sign_conn)
-            engines = _engine_states(self._sign_conn)
+            with self._sign_lock:  # on_unmount closes the connection under it
+                taken: Signature | None = signature(self._sign_conn)
+                engines = _engine_states(self._sign_conn)
         except sqlite3.Error:
             taken, engines = None, {}
         try:
@@ -340,8 +342,20 @@ class DepthApp(KeyOrder, App[None]):
 
     def on_unmount(self) -> None:
         self._report_child.stop()
-        for conn in (self.conn, self._worker_conn, self._sign_conn):
-            conn.close()
+        # A thread worker may be inside a query on its connection: closing it under the query
+        # crashed the process (a segfault in signature() at quit). Interrupt the query, close
+        # once the worker let go; one still held after a second is left to the process's end.
+        self.conn.close()
+        for conn, lock in (
+            (self._worker_conn, self._worker_lock),
+            (self._sign_conn, self._sign_lock),
+        ):
+            conn.interrupt()
+            if lock.acquire(timeout=1.0):
+                try:
+                    conn.close()
+                finally:
+                    lock.release()
         if self._writer is not None:
             self._writer.close()
 

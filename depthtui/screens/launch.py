@@ -45,6 +45,7 @@ KINDS = tuple(k for k in PARAMS if k != "replay")  # replay runs stored episodes
 # which rows each kind shows: the options its verb takes
 ROWS = {
     "row-models": (FreeParams, MeasureParams, EpisodesParams),
+    "row-measurement": (MeasureParams,),
     "row-caps": (MeasureParams,),
     "row-fault": (MeasureParams,),
     "row-search": (MeasureParams,),
@@ -107,6 +108,19 @@ def registry_models(models_file: str | None) -> tuple[list[str], str]:
     return registry.names(), where
 
 
+def measurement_note(models: tuple[str, ...]) -> Text:
+    """Which picked model is the measurement model (ladder, audit): the first one picked makes
+    the uncapped runs that give N; the others only try caps below its estimate."""
+    if not models:
+        return Text("the first model you pick: it makes the uncapped runs (N)", style="dim")
+    note = Text.assemble(
+        ("measurement model ", "dim"), (models[0], "bold"), (": the uncapped runs (N)", "dim")
+    )
+    if len(models) > 1:
+        note.append(f"; then {', '.join(models[1:])}: caps below its estimate", style="dim")
+    return note
+
+
 def _row(label: str, *widgets: Widget, row_id: str | None = None) -> Horizontal:
     return Horizontal(Label(label, classes="form-label"), *widgets, classes="form-row", id=row_id)
 
@@ -151,6 +165,13 @@ class LaunchScreen(Screen[None]):
                 SelectionList[str](id="models"),
                 Static(id="models-note", classes="form-note"),
                 row_id="row-models",
+            )
+            # ladder/audit: which picked model measures N, in the form itself (it was only
+            # readable from the order of --model in the command below).
+            yield _row(
+                "measured by",
+                Static(id="measurement", classes="form-note"),
+                row_id="row-measurement",
             )
             caps = [(str(c), c, True) for c in vocab.CAPS]
             yield _row("--cap", SelectionList[int](*caps, id="caps"), row_id="row-caps")
@@ -312,6 +333,8 @@ class LaunchScreen(Screen[None]):
                 return  # the Input.Changed that follows updates the rest
         params, problems = self.params()
         self.query_one("#cli-preview", Static).update(safe_text(self.cli(params), style="bold"))
+        models = tuple(self.query_one("#models", SelectionList).selected)
+        self.query_one("#measurement", Static).update(measurement_note(models))
         self.query_one("#launch-problems", Static).update(
             Text("\n".join(problems), style="bold red") if problems else Text("")
         )

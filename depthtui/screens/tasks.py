@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from depthtui.screens.base import DataScreen
 from depthtui.screens.figures import TaskLine, task_lines
 from depthtui.screens.format import cursor_key, move_to_key, num, pct, sync_rows
+from depthtui.widgets.fit import Col, fit_table
 from depthtui.widgets.messages import Launch, OpenTask
 from depthtui.widgets.sanitize import one_line
 from store import views
@@ -34,6 +35,13 @@ COLUMNS = (
     ("pass", "pass rate"),
     ("status", "status"),
 )
+# A narrow terminal: dataset gives way first, then the task id, which keeps 24 cells; then the
+# dataset leaves the table (the task id starts with it) (issue 29).
+FITS = {
+    "id": Col("id", "task", floor=24, cap=48, order=2),
+    "dataset": Col("dataset", "dataset", floor=8, cap=20, order=1, drop=True),
+}
+COLS = tuple(FITS.get(key, Col(key, label)) for key, label in COLUMNS)
 STATUSES = ("running", "measuring", "measured", "no pass", "unmeasured", "invalid")
 STATUS_STYLE = {
     "running": "bold cyan",
@@ -118,8 +126,8 @@ def _sort_value(row: TaskLine, key: str) -> tuple:
 
 def row_cells(r: TaskLine) -> list:
     return [
-        one_line(r.id, 48),
-        one_line(r.dataset, 20),
+        one_line(r.id, 200),  # cut to the column's width by fit_table
+        one_line(r.dataset, 200),
         str(r.segments),
         num(r.work),
         num(r.n),
@@ -166,6 +174,10 @@ class TasksScreen(DataScreen):
             table.add_column(label, key=key)
         table.focus()
 
+    def on_resize(self) -> None:
+        if self._rows:
+            self._rebuild()  # the columns fit the new width
+
     def show_dataset(self, dataset: str) -> None:
         """Filter to `dataset`: now if its tasks are loaded, else as soon as they are."""
         self._pending_dataset = dataset
@@ -203,7 +215,8 @@ class TasksScreen(DataScreen):
             self._rebuild()
         else:
             visible = [r for r in rows if self._filter(r)]
-            sync_rows(self.query_one("#tasks", DataTable), [(r.id, row_cells(r)) for r in visible])
+            table = self.query_one("#tasks", DataTable)
+            sync_rows(table, fit_table(table, COLS, [(r.id, row_cells(r)) for r in visible]))
             self._count(len(visible))
         self.mark_loaded()
 
@@ -223,8 +236,8 @@ class TasksScreen(DataScreen):
             measured, key=lambda r: _sort_value(r, self.sort_key), reverse=self.reverse
         ) + sorted(unmeasured, key=lambda r: r.id)
         table.clear()
-        for r in visible:
-            table.add_row(*row_cells(r), key=r.id)
+        for k, cells in fit_table(table, COLS, [(r.id, row_cells(r)) for r in visible]):
+            table.add_row(*cells, key=k)
         move_to_key(table, key)
         self._count(len(visible))
 

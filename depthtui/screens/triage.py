@@ -16,6 +16,7 @@ from depthtui.screens.base import DataScreen
 from depthtui.screens.filter_query import query_matches
 from depthtui.screens.format import cursor_key, sync_rows
 from depthtui.screens.note import NoteScreen
+from depthtui.widgets.fit import Col, fit_table
 from depthtui.widgets.messages import OpenEpisode
 from depthtui.widgets.sanitize import one_line, safe_text
 from depthtui.widgets.turn_view import OUTCOME_STYLE
@@ -35,6 +36,19 @@ QUEUE_HOLDS = {
     "that differ from the reference's (differential), a judge's reward-hacking finding "
     "(judge_analyze: the judge's words), or a replay that disagrees with the recorded verdict",
 }
+# Fitting a narrow terminal (depthtui/widgets/fit.py): why, then note, then fault give way; task
+# and agent last, never below 24 and 12 cells; then note and fault leave the table (the detail
+# pane below shows both). The label column holds its longest word.
+COLS = (
+    Col("episode", "episode"),
+    Col("label", "label", floor=max(len(t) for t in LABEL_TEXT.values())),
+    Col("verdict", "verdict"),
+    Col("why", "why", floor=10, cap=120, order=1),
+    Col("fault", "fault", floor=8, cap=16, order=3, drop=True),
+    Col("task", "task", floor=24, cap=48, order=4),
+    Col("agent", "agent", floor=12, cap=24, order=5),
+    Col("note", "note", floor=12, cap=40, order=2, drop=True),
+)
 FILTER_KEYS = ("label", "model", "fault", "task")
 
 
@@ -66,7 +80,7 @@ def verdict_text(item: triage.QueueItem) -> Text:
 
 
 def item_cells(item: triage.QueueItem) -> list:
-    why = one_line(item.reasons[0], 40)
+    why = one_line(item.reasons[0], 200)  # every cell is cut to its column's width by fit_table
     if len(item.reasons) > 1:
         why.append(f" +{len(item.reasons) - 1}", style="dim")
     return [
@@ -75,9 +89,9 @@ def item_cells(item: triage.QueueItem) -> list:
         verdict_text(item),
         why,
         item.fault_family,
-        one_line(item.task_id, 24),
-        one_line(item.agent, 12),
-        one_line(item.note, 24),
+        one_line(item.task_id, 200),
+        one_line(item.agent, 200),
+        one_line(item.note, 200),
     ]
 
 
@@ -120,6 +134,10 @@ class TriageScreen(DataScreen):
             table.add_column(col, key=col)
         table.focus()
 
+    def on_resize(self) -> None:
+        if self.all_items:
+            self._filter_rows()  # the columns fit the new width
+
     def load(self) -> None:
         self._fetch(self.queue)
 
@@ -145,7 +163,9 @@ class TriageScreen(DataScreen):
         items = [i for i in self.all_items if matches(i, self.filter)]
         table = self.query_one("#triage", DataTable)
         self.items = {str(i.episode_id): i for i in items}
-        sync_rows(table, [(str(i.episode_id), item_cells(i)) for i in items])
+        sync_rows(
+            table, fit_table(table, COLS, [(str(i.episode_id), item_cells(i)) for i in items])
+        )
         counts: dict[str, int] = {}
         for i in items:
             key = LABEL_TEXT.get(i.label or "", "unlabelled")
@@ -285,11 +305,8 @@ class TriageScreen(DataScreen):
         self.items[key] = replace(item, label=label, note=note)
         self.all_items = [self.items[key] if i.episode_id == item.episode_id else i
                           for i in self.all_items]  # fmt: skip
-        table = self.query_one("#triage", DataTable)
-        # the columns grow with what they now hold ("needs a look", not "needs a lo")
-        table.update_cell(key, "label", label_text(label), update_width=True)
-        table.update_cell(key, "note", one_line(note, 24), update_width=True)
-        self._detail()
+        # the columns fit what they now hold ("needs a look", not "needs a lo"; the new note)
+        self._filter_rows()
 
     def action_open(self) -> None:
         item = self._current()

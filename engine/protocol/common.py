@@ -166,24 +166,25 @@ def run_with_retries(
 ) -> EpisodeResult:
     """Run `spec`, trying again (as a new run: `retry` + 1) after an infrastructure error, at
     most `tries` times; an agent error or a broken task is never retried (docs/outcomes.md).
-    Errored tries stay recorded as such. A rerun reuses every recorded try;
-    with `retry_errors`, a run whose recorded tries all errored gets one more."""
+    Errored tries stay recorded as such. A rerun reuses every recorded try; with
+    `retry_errors`, a run whose recorded tries all errored gets one more fresh try, however
+    many were recorded (an earlier `--retry-errors` that errored again recorded more than
+    `tries`: counting only to `tries` + 1 reused that one and never ran again)."""
     result: EpisodeResult | None = None
     earlier: list[EpisodeResult] = []
-    extra = 1 if retry_errors else 0
+    fresh = 0  # tries run (not reused) by this call
     r = 0
-    while r < tries + extra:
+    while r < tries or (retry_errors and not fresh):
         if result is not None:
             earlier.append(result)
         result = run_episode(ctx, task, replace(spec, retry=r), **kwargs)
+        fresh += not result.reused
         if result.status != "done" or result.outcome not in vocab.RETRIED:
             break
         if build_errors.NOT_RETRIED in (result.error_detail or "") and not (
-            result.reused and extra
+            result.reused and retry_errors
         ):
             break  # a build that fails the same way every time (docs/builds.md)
-        if not result.reused:
-            extra = 0  # the extra try was spent on a fresh run
         r += 1
     assert result is not None
     return replace(result, earlier=tuple(earlier))
