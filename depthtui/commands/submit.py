@@ -46,7 +46,6 @@ def launch(store: Store, params: JobParams, detach: bool) -> tuple[Store, int, s
         fail(str(exc))
     for warning in warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    _check_toolchain()
     # the stored command is the one that stores this job again, from any directory
     cli = params.cli(store.path) + (" --detach" if detach else "")
     job_id = submit_job(store, params.KIND, params.to_json(), cli)
@@ -70,18 +69,6 @@ def launch(store: Store, params: JobParams, detach: bool) -> tuple[Store, int, s
     except JobNotRunnable as exc:
         fail(str(exc))
     return store, job_id, status
-
-
-def _check_toolchain() -> None:
-    """Every job grades with the trusted toolchain: a missing or stale one is said before any
-    episode runs, not found at the first grading after the model's turns were spent (a real
-    model's 20 minutes came back as infrastructure errors that way)."""
-    from engine.verify.toolchain import ToolchainError, load_toolchain
-
-    try:
-        load_toolchain()
-    except ToolchainError as exc:
-        fail(f"cannot grade: {exc}")
 
 
 def finish(status: str) -> None:
