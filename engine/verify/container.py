@@ -251,6 +251,10 @@ def _streamed_result(
             with contextlib.suppress(docker.errors.DockerException):
                 api.kill(cid)
     duration = time.monotonic() - started
+    if watch is not None and not flooded and not timed_out:
+        # Once more after the end: a writer faster than the poll (a bounded folder filled in
+        # a fraction of WATCH_EVERY_S, the rest refused by the kernel) ends before any poll.
+        flooded = watch()
     state = api.inspect_container(cid)["State"]
     return RunResult(
         exit_code=exit_code,
